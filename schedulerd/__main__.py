@@ -1,0 +1,3 @@
+from schedulerd.cli import main
+
+raise SystemExit(main())

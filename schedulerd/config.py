@@ -1,0 +1,179 @@
+"""Settings: one frozen dataclass per [section] of config.toml.
+
+Precedence is built-in default < TOML file < environment (SCHEDULERD_<SECTION>_<KEY>).
+Errors name the key and the value that was refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints
+
+from schedulerd.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class DatabaseConfig:
+    url: str = ""  # empty: embedded Postgres
+    pool_min: int = 2
+    pool_max: int = 10
+
+
+@dataclass(frozen=True)
+class RedisConfig:
+    url: str = ""  # empty: embedded Redis
+    prefix: str = "schedulerd"  # key prefix shared by the replicas of one deployment
+
+
+@dataclass(frozen=True)
+class EmbeddedConfig:
+    data_dir: str = ".schedulerd"
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    roles: tuple[str, ...] = ("dispatcher", "worker", "sweeper")
+    worker_id: str = ""  # empty: "<hostname>:<pid>"
+    task_modules: tuple[str, ...] = ()
+    migrate_on_start: bool = True
+
+    def resolved_worker_id(self) -> str:
+        return self.worker_id or f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    concurrency: int = 64  # executions run at once per process
+    batch_size: int = 100  # executions popped and claimed per round trip
+    poll_max_s: float = 0.5  # longest sleep between pops when nothing is due
+    lease_s: float = 15.0  # lease granted at claim and at each heartbeat
+    heartbeat_s: float = 5.0  # lease extension interval
+    threads: int = 16  # thread pool for synchronous handlers
+    shutdown_grace_s: float = 10.0  # on stop, how long in-flight handlers may run on
+
+
+@dataclass(frozen=True)
+class DispatcherConfig:
+    interval_s: float = 1.0
+    horizon_s: float = 300.0  # executions due within this are put in the delay queue
+    batch_size: int = 5000
+
+
+@dataclass(frozen=True)
+class SweeperConfig:
+    interval_s: float = 2.0
+    grace_s: float = 2.0  # overdue this long and absent from Redis: re-enqueue
+    batch_size: int = 1000
+
+
+@dataclass(frozen=True)
+class JobsConfig:
+    max_attempts: int = 3
+    backoff_base_s: float = 5.0
+    backoff_factor: float = 5.0
+    backoff_max_s: float = 3600.0
+    timeout_s: float = 300.0
+    max_params_bytes: int = 65536
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    level: str = "info"
+    format: str = "auto"  # json | console | auto
+
+
+@dataclass(frozen=True)
+class Config:
+    database: DatabaseConfig = field(default_factory=DatabaseConfig)
+    redis: RedisConfig = field(default_factory=RedisConfig)
+    embedded: EmbeddedConfig = field(default_factory=EmbeddedConfig)
+    daemon: DaemonConfig = field(default_factory=DaemonConfig)
+    worker: WorkerConfig = field(default_factory=WorkerConfig)
+    dispatcher: DispatcherConfig = field(default_factory=DispatcherConfig)
+    sweeper: SweeperConfig = field(default_factory=SweeperConfig)
+    jobs: JobsConfig = field(default_factory=JobsConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+
+    def validate(self) -> None:
+        if self.worker.heartbeat_s >= self.worker.lease_s:
+            raise ConfigError(
+                f"worker.heartbeat_s ({self.worker.heartbeat_s}) must be below worker.lease_s ({self.worker.lease_s})"
+            )
+        if self.worker.concurrency < 1 or self.worker.batch_size < 1:
+            raise ConfigError("worker.concurrency and worker.batch_size must be at least 1")
+        if self.jobs.max_attempts < 1:
+            raise ConfigError(f"jobs.max_attempts must be at least 1, got {self.jobs.max_attempts}")
+        unknown = set(self.daemon.roles) - {"dispatcher", "worker", "sweeper"}
+        if unknown:
+            raise ConfigError(f"daemon.roles has unknown role(s): {', '.join(sorted(unknown))}")
+        if self.log.format not in ("json", "console", "auto"):
+            raise ConfigError(f"log.format must be json, console or auto, got {self.log.format!r}")
+
+
+def _coerce(section: str, key: str, raw: Any, kind: Any, from_env: bool) -> Any:
+    """Turn a TOML or environment value into the field's type, or say which key is wrong."""
+    name = f"{section}.{key}"
+    try:
+        if kind is bool:
+            if isinstance(raw, bool):
+                return raw
+            if from_env and str(raw).lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+                return str(raw).lower() in ("1", "true", "yes", "on")
+            raise ValueError
+        if kind is int and not isinstance(raw, bool):
+            return int(raw)
+        if kind is float and not isinstance(raw, bool):
+            return float(raw)
+        if kind is str:
+            if not isinstance(raw, str):
+                raise ValueError
+            return raw
+        if kind == tuple[str, ...]:
+            if from_env:  # "a,b" or a JSON list
+                raw = json.loads(raw) if raw.strip().startswith("[") else [p for p in raw.split(",") if p.strip()]
+            if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
+                raise ValueError
+            return tuple(v.strip() for v in raw)
+    except (ValueError, TypeError, json.JSONDecodeError):
+        pass
+    raise ConfigError(f"setting {name} = {raw!r} is not a valid {getattr(kind, '__name__', kind)}")
+
+
+def load(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """Read defaults, then the TOML file (if it exists), then SCHEDULERD_* variables."""
+    environ = os.environ if environ is None else environ
+    path = Path(path or environ.get("SCHEDULERD_CONFIG", "config.toml"))
+    document: dict[str, Any] = {}
+    if path.exists():
+        try:
+            document = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: {exc}") from exc
+
+    sections: dict[str, Any] = {}
+    for section, section_cls in get_type_hints(Config).items():
+        hints = get_type_hints(section_cls)
+        given = document.get(section, {})
+        unknown = set(given) - set(hints)
+        if unknown:
+            raise ConfigError(f"{path}: unknown setting(s) in [{section}]: {', '.join(sorted(unknown))}")
+        values = {}
+        for key, kind in hints.items():
+            env_name = f"SCHEDULERD_{section}_{key}".upper()
+            if env_name in environ:
+                values[key] = _coerce(section, key, environ[env_name], kind, from_env=True)
+            elif key in given:
+                values[key] = _coerce(section, key, given[key], kind, from_env=False)
+        sections[section] = section_cls(**values)
+    unknown_sections = set(document) - set(sections)
+    if unknown_sections:
+        raise ConfigError(f"{path}: unknown section(s): {', '.join(sorted(unknown_sections))}")
+    config = Config(**sections)
+    config.validate()
+    return config

@@ -1,0 +1,181 @@
+"""The daemon: one asyncio process hosting the configured loops; supervises them as named tasks.
+
+Transient Postgres/Redis errors are retried with capped exponential backoff inside each loop
+(a restarting server must not crash-loop the fleet); anything else stops the process so systemd
+restarts it (fail fast).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import signal
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import redis.exceptions
+import structlog
+
+from schedulerd import registry
+from schedulerd.config import Config
+from schedulerd.dispatcher import Dispatcher
+from schedulerd.queue import DelayQueue
+from schedulerd.store import Store, migrate
+from schedulerd.sweeper import Sweeper
+from schedulerd.worker import Worker
+
+log = structlog.get_logger("schedulerd.daemon")
+
+# Errors a loop waits out: the servers restarting, the network blipping, a statement timing out.
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    redis.exceptions.RedisError,
+)
+BACKOFF_MAX_S = 10.0
+
+
+async def retrying(name: str, loop: Callable[[asyncio.Event], Awaitable[None]], stop: asyncio.Event) -> None:
+    """Run `loop(stop)` until it returns; restart it after a transient error, with backoff."""
+    failures = 0
+    while True:
+        try:
+            await loop(stop)
+            return
+        except TRANSIENT_ERRORS as exc:
+            failures += 1
+            delay_s = random.uniform(0.5, 1.0) * min(BACKOFF_MAX_S, 0.2 * 2**failures)
+            log.warning(f"{name}.error", error=f"{type(exc).__name__}: {exc}", retry_in_s=round(delay_s, 2))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay_s)
+            if stop.is_set():
+                return
+
+
+async def every(
+    name: str,
+    interval_s: float,
+    tick: Callable[[], Awaitable[Any]],
+    stop: asyncio.Event,
+    wake: asyncio.Event | None = None,
+) -> None:
+    """Call `tick` every interval_s (or at once when `wake` is set) until stop, riding out errors."""
+    wake = wake or asyncio.Event()
+
+    async def loop(stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            wake.clear()
+            await tick()
+            waiters = [asyncio.create_task(stop.wait()), asyncio.create_task(wake.wait())]
+            await asyncio.wait(waiters, timeout=interval_s, return_when=asyncio.FIRST_COMPLETED)
+            for waiter in waiters:
+                waiter.cancel()
+
+    await retrying(name, loop, stop)
+
+
+@dataclass(frozen=True)
+class Servers:
+    database_url: str
+    redis_url: str
+    stop: Callable[[], None] = lambda: None
+
+
+def resolve_servers(config: Config, *, start: bool) -> Servers:
+    """The configured URLs; when none are set, the embedded servers (started if `start`)."""
+    if config.database.url and config.redis.url:
+        return Servers(config.database.url, config.redis.url)
+    from schedulerd import embedded
+    from schedulerd.errors import ConfigError
+
+    data_dir = Path(config.embedded.data_dir).expanduser().resolve()
+    if start:
+        servers = embedded.start_embedded(data_dir)
+        return Servers(config.database.url or servers.database_url, config.redis.url or servers.redis_url, servers.stop)
+    running = embedded.read_running(data_dir)
+    if running is None:
+        raise ConfigError(
+            "no database configured: set SCHEDULERD_DATABASE_URL and SCHEDULERD_REDIS_URL, "
+            f"or start `schedulerd run` to use the embedded servers in {data_dir}"
+        )
+    return Servers(config.database.url or running[0], config.redis.url or running[1])
+
+
+async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
+    """Run the configured loops until `stop` is set or one of them fails."""
+    registry.load_modules(config.daemon.task_modules)
+    if config.daemon.migrate_on_start:
+        applied = await migrate(servers.database_url)
+        if applied:
+            log.info("daemon.migrated", applied=applied)
+    store = await Store.connect(servers.database_url, min_size=config.database.pool_min, max_size=config.database.pool_max)
+    queue = DelayQueue.connect(servers.redis_url, config.redis.prefix)
+    worker_id = config.daemon.resolved_worker_id()
+    services: dict[str, Any] = {}
+    sweeper = Sweeper(store, queue, config.sweeper)
+    if "sweeper" in config.daemon.roles:
+        services["sweeper"] = sweeper
+    if "dispatcher" in config.daemon.roles:
+        services["dispatcher"] = Dispatcher(store, queue, config.dispatcher)
+    if "worker" in config.daemon.roles:
+        services["worker"] = Worker(
+            store, queue, config.worker, worker_id,
+            horizon_s=config.dispatcher.horizon_s, on_epoch_lost=sweeper.request_reconcile,
+        )  # fmt: skip
+    tasks = [asyncio.create_task(service.run(stop), name=role) for role, service in services.items()]
+    log.info("daemon.started", worker_id=worker_id, roles=list(services), pid=os.getpid())
+    try:
+        done, _ = await asyncio.wait([*tasks, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
+        stop.set()
+        await asyncio.gather(*tasks)  # re-raises the first loop that died
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await queue.close()
+        await store.close()
+        log.info("daemon.stopped", worker_id=worker_id)
+
+
+def run(config: Config) -> None:
+    """`schedulerd run`: start (embedded servers if needed), serve until SIGTERM/SIGINT."""
+    servers = resolve_servers(config, start=True)
+    if not (config.database.url and config.redis.url):
+        print(
+            "schedulerd: using embedded servers. Point the CLI or another shell at them with:\n"
+            f"  export SCHEDULERD_DATABASE_URL='{servers.database_url}'\n"
+            f"  export SCHEDULERD_REDIS_URL='{servers.redis_url}'",
+            flush=True,
+        )
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def on_signal(signum: int) -> None:
+            if stop.is_set():
+                log.warning("daemon.second_signal_exit", signal=signal.Signals(signum).name)
+                os._exit(1)  # a second signal means "now", not "gracefully"
+            log.info("daemon.stopping", signal=signal.Signals(signum).name)
+            stop.set()
+
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, on_signal, signum)
+        await serve(config, servers, stop)
+
+    try:
+        try:
+            import uvloop
+
+            uvloop.run(main())
+        except ImportError:
+            asyncio.run(main())
+    finally:
+        servers.stop()

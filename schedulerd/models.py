@@ -1,0 +1,136 @@
+"""Records passed between components: one dataclass per table row, plus the claim result.
+
+Every datetime here is timezone-aware UTC.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any, Self
+from uuid import UUID
+
+
+class ExecutionStatus(enum.StrEnum):
+    PENDING = "pending"  # waiting for its due time to enter the dispatch horizon
+    QUEUED = "queued"  # in (or owed to) the Redis delay queue
+    RUNNING = "running"  # claimed: a worker holds the lease
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # attempts spent
+    SKIPPED = "skipped"  # a misfire policy chose not to run it
+    CANCELLED = "cancelled"  # its job was paused or deleted
+
+
+class AttemptOutcome(enum.StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # the handler raised
+    TIMED_OUT = "timed_out"  # the handler outlived its timeout
+    LEASE_EXPIRED = "lease_expired"  # the worker stopped heartbeating (died or froze)
+
+
+class _Row:
+    @classmethod
+    def from_row(cls, row: Any) -> Self:
+        return cls(**{f.name: row[f.name] for f in fields(cls)})  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Job(_Row):
+    id: UUID
+    tenant: str
+    name: str | None
+    task: str
+    params: dict[str, Any]
+    schedule_kind: str  # now | at | cron
+    run_at: datetime | None
+    cron: str | None
+    timezone: str
+    misfire_policy: str
+    catch_up_limit: int
+    window_s: float
+    max_attempts: int
+    backoff_base_s: float
+    backoff_factor: float
+    backoff_max_s: float
+    timeout_s: float
+    enabled: bool
+    materialised_to: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class Execution(_Row):
+    id: UUID
+    job_id: UUID
+    tenant: str
+    scheduled_for: datetime
+    due_at: datetime
+    status: str
+    attempt: int
+    fence: int
+    lease_until: datetime | None
+    worker: str | None
+    enqueued_at: datetime | None
+    first_started_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    last_error: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Attempt(_Row):
+    execution_id: UUID
+    attempt: int
+    fence: int
+    worker: str | None
+    started_at: datetime
+    finished_at: datetime
+    outcome: str
+    error: str | None
+
+    @property
+    def duration_s(self) -> float:
+        return (self.finished_at - self.started_at).total_seconds()
+
+
+@dataclass(frozen=True)
+class Claim(_Row):
+    """An execution this worker now holds, with what it needs to run and retry it."""
+
+    id: UUID
+    job_id: UUID
+    tenant: str
+    scheduled_for: datetime
+    attempt: int
+    fence: int
+    started_at: datetime
+    task: str
+    params: dict[str, Any]
+    timeout_s: float
+    max_attempts: int
+    backoff_base_s: float
+    backoff_factor: float
+    backoff_max_s: float
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a worker reports for one attempt (see Store.execution_finish_many)."""
+
+    execution_id: UUID
+    fence: int
+    status: ExecutionStatus  # where the execution goes next
+    outcome: AttemptOutcome
+    error: str | None = None
+    retry_delay_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Enqueue:
+    """A queued execution to put in the Redis delay queue."""
+
+    execution_id: UUID
+    due_at: datetime

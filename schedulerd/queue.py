@@ -1,0 +1,96 @@
+"""The Redis delay queue: the only module that imports redis. Redis is an index, never the record.
+
+Member = execution id, score = due time in ms since the Unix epoch. Keys carry a hash tag
+({prefix}) so one deployment's keys live in one Redis Cluster slot.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis.asyncio as redis
+
+from schedulerd.models import Enqueue
+
+POP_LIMIT_MAX = 5000  # pop_due-2.lua refuses more (Lua stack limits)
+
+
+def _lua_dir() -> Path:
+    """Installed wheels carry lua/ inside the package; a source checkout has it at the root."""
+    packaged = Path(__file__).with_name("lua")
+    return packaged if packaged.is_dir() else Path(__file__).resolve().parent.parent / "lua"
+
+
+def load_script(name: str) -> str:
+    matches = sorted(_lua_dir().glob(f"{name}-*.lua"))
+    if len(matches) != 1:
+        raise FileNotFoundError(f"Lua script {name}-N.lua not found in {_lua_dir()}")
+    return matches[0].read_text()
+
+
+@dataclass(frozen=True)
+class Pop:
+    execution_ids: list[str]
+    next_due_ms: int | None  # earliest score left in the queue
+    now_ms: int  # the Redis server's clock at the pop
+    epoch: str | None  # None: Redis lost its data (flushed or restarted empty)
+
+
+def _score_ms(entry: Enqueue) -> int:
+    return int(entry.due_at.timestamp() * 1000)
+
+
+class DelayQueue:
+    def __init__(self, client: redis.Redis, prefix: str) -> None:
+        self.client = client
+        self.queue_key = f"{{{prefix}}}:queue"
+        self.epoch_key = f"{{{prefix}}}:epoch"
+        self._pop_due = client.register_script(load_script("pop_due"))
+
+    @classmethod
+    def connect(cls, redis_url: str, prefix: str) -> DelayQueue:
+        return cls(redis.from_url(redis_url, decode_responses=True), prefix)
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+    async def add(self, entries: Iterable[Enqueue], *, only_new: bool) -> None:
+        """ZADD in chunks. only_new (NX) keeps an existing score; otherwise the score is replaced
+        (a retry moves its execution to the new due time)."""
+        batch: dict[str, int] = {}
+        async with self.client.pipeline(transaction=False) as pipe:
+            for entry in entries:
+                batch[str(entry.execution_id)] = _score_ms(entry)
+                if len(batch) >= 5000:
+                    pipe.zadd(self.queue_key, batch, nx=only_new)
+                    batch = {}
+            if batch:
+                pipe.zadd(self.queue_key, batch, nx=only_new)
+            await pipe.execute()
+
+    async def pop_due(self, limit: int) -> Pop:
+        ids, next_due, now_ms, epoch = await self._pop_due(
+            keys=[self.queue_key, self.epoch_key], args=[min(limit, POP_LIMIT_MAX)]
+        )
+        return Pop(ids, int(float(next_due)) if next_due else None, int(now_ms), epoch or None)
+
+    async def missing(self, execution_ids: Sequence[str]) -> list[str]:
+        """Which of these ids have no entry in the queue."""
+        if not execution_ids:
+            return []
+        scores = await self.client.zmscore(self.queue_key, list(execution_ids))
+        return [i for i, score in zip(execution_ids, scores) if score is None]
+
+    async def ensure_epoch(self) -> str:
+        """Set the epoch marker if missing; returns its value. A changed value means Redis lost data."""
+        await self.client.set(self.epoch_key, uuid.uuid4().hex, nx=True)
+        return await self.client.get(self.epoch_key) or ""
+
+    async def depth(self) -> int:
+        return await self.client.zcard(self.queue_key)
+
+    async def delete_all(self) -> None:
+        await self.client.delete(self.queue_key, self.epoch_key)

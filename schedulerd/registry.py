@@ -1,0 +1,74 @@
+"""Task registry: @task("name") maps a task type to its handler.
+
+A handler receives a TaskContext and the job's params. It may be async (run on the event loop)
+or plain (run in the worker's thread pool). Use ctx.execution_id as the idempotency key
+downstream and pass ctx.fence to any sink that can reject stale writers.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from schedulerd.errors import ValidationError
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    execution_id: UUID  # stable across the attempts of one occurrence
+    job_id: UUID
+    tenant: str
+    scheduled_for: datetime  # the occurrence's nominal instant (UTC)
+    attempt: int  # 1-based
+    fence: int  # rises with every claim; a higher fence supersedes a lower one
+    log: Any  # a structlog logger bound to the ids above
+
+
+Handler = Callable[[TaskContext, dict[str, Any]], Any | Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    handler: Handler
+    is_async: bool
+
+
+_TASKS: dict[str, Task] = {}
+
+
+def task(name: str) -> Callable[[Handler], Handler]:
+    """Register a handler under a task type name."""
+
+    def register(handler: Handler) -> Handler:
+        if name in _TASKS and _TASKS[name].handler is not handler:
+            raise ValueError(f"task {name!r} is already registered by {_TASKS[name].handler!r}")
+        _TASKS[name] = Task(name, handler, inspect.iscoroutinefunction(handler))
+        return handler
+
+    return register
+
+
+def get(name: str) -> Task:
+    try:
+        return _TASKS[name]
+    except KeyError:
+        known = ", ".join(sorted(_TASKS)) or "none"
+        raise ValidationError("task", f"unknown task type {name!r} (registered: {known})") from None
+
+
+def names() -> list[str]:
+    return sorted(_TASKS)
+
+
+def load_modules(modules: Iterable[str]) -> None:
+    """Import the configured task modules (and the built-ins) so their @task calls run."""
+    importlib.import_module("schedulerd.tasks")
+    for module in modules:
+        importlib.import_module(module)
+

@@ -1,0 +1,88 @@
+"""Sweeper: hand back executions whose lease expired, and put back queue entries Redis lost.
+
+Reclaims are one guarded UPDATE (status, lease expiry and the fence read in the same
+statement), so a completion that lands first is never undone. Redis losing its data is seen at
+once through the epoch marker (the worker's pop returns it) and answered with a full reconcile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from uuid import UUID
+
+import structlog
+
+from schedulerd.config import SweeperConfig
+from schedulerd.models import Enqueue, ExecutionStatus
+from schedulerd.queue import DelayQueue
+from schedulerd.store import Store
+
+log = structlog.get_logger("schedulerd.sweeper")
+
+_BEFORE_ALL = (datetime(1970, 1, 1, tzinfo=UTC), UUID(int=0))
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    reclaimed: int = 0  # expired leases handed back to the queue
+    failed: int = 0  # expired leases whose attempts were spent
+    re_enqueued: int = 0  # queued executions found missing from Redis
+    reconciled: int = 0  # entries re-added by a full reconcile after Redis lost its data
+
+
+class Sweeper:
+    def __init__(self, store: Store, queue: DelayQueue, config: SweeperConfig) -> None:
+        self.store = store
+        self.queue = queue
+        self.config = config
+        self._epoch: str | None = None
+        self._reconcile_requested = asyncio.Event()
+
+    def request_reconcile(self) -> None:
+        """Called when a pop reports the epoch marker missing: sweep now, not at the next tick."""
+        self._reconcile_requested.set()
+
+    async def run_once(self) -> SweepResult:
+        reconciled = 0
+        epoch = await self.queue.ensure_epoch()
+        if epoch != self._epoch:
+            # First sweep of this process, or Redis lost its data: rebuild the queue from Postgres.
+            reconciled = await self.reconcile_all()
+            self._epoch = epoch
+        reclaimed = failed = 0
+        while True:
+            handed_back = await self.store.execution_reclaim_expired(self.config.batch_size)
+            requeue = [Enqueue(i, due_at) for i, status, due_at in handed_back if status == ExecutionStatus.QUEUED]
+            if requeue:
+                await self.queue.add(requeue, only_new=False)
+            reclaimed += len(requeue)
+            failed += len(handed_back) - len(requeue)
+            if len(handed_back) < self.config.batch_size:
+                break
+        overdue = await self.store.execution_queued_overdue(self.config.grace_s, self.config.batch_size)
+        by_id = {str(e.execution_id): e for e in overdue}
+        missing = await self.queue.missing(list(by_id))
+        if missing:
+            await self.queue.add([by_id[i] for i in missing], only_new=True)
+        result = SweepResult(reclaimed, failed, len(missing), reconciled)
+        if result != SweepResult():
+            log.info("sweeper.swept", **result.__dict__)
+        return result
+
+    async def reconcile_all(self) -> int:
+        """ZADD NX every queued execution, earliest first."""
+        total, after = 0, _BEFORE_ALL
+        while True:
+            page = await self.store.execution_queued_page(after, self.config.batch_size * 10)
+            if not page:
+                return total
+            await self.queue.add(page, only_new=True)
+            total += len(page)
+            after = (page[-1].due_at, page[-1].execution_id)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        from schedulerd.daemon import every
+
+        await every("sweeper", self.config.interval_s, self.run_once, stop, wake=self._reconcile_requested)

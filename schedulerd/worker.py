@@ -1,0 +1,281 @@
+"""Worker: pop due ids from Redis, claim them in Postgres, run handlers, record outcomes.
+
+A pop confers nothing; the batched claim UPDATE decides who runs what. Every later write
+(heartbeat, finish) is conditional on the fence the claim returned, so a worker that froze past
+its lease cannot overwrite the newer attempt's outcome. Heartbeats and finishes are batched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import random
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from uuid import UUID
+
+import structlog
+
+from schedulerd import registry
+from schedulerd.config import WorkerConfig
+from schedulerd.core.backoff import after_failure
+from schedulerd.errors import ValidationError
+from schedulerd.models import AttemptOutcome, Claim, Enqueue, ExecutionStatus, Outcome
+from schedulerd.queue import DelayQueue, Pop
+from schedulerd.store import Store
+
+log = structlog.get_logger("schedulerd.worker")
+
+ERROR_MAX_CHARS = 4000  # an attempt's recorded error (message plus the end of the traceback)
+
+
+def describe_error(exc: BaseException) -> str:
+    """'ValueError: bad input' plus the innermost frames, bounded."""
+    text = "".join(traceback.format_exception(exc, limit=-3)).strip()
+    return text if len(text) <= ERROR_MAX_CHARS else "…" + text[-ERROR_MAX_CHARS:]
+
+
+@dataclass
+class _Running:
+    claim: Claim
+    task: asyncio.Task[None] | None = None
+    lease_lost: bool = False
+
+
+@dataclass
+class WorkerStats:
+    claimed: int = 0
+    dropped: int = 0  # popped but claimed by another worker, finished, or not due
+    finished: int = 0
+    fenced_out: int = 0  # outcomes refused because the lease had been reclaimed
+    lease_lost: int = 0
+    last_pop: Pop | None = None
+    known_epoch: str | None = field(default=None)
+
+
+class Worker:
+    def __init__(
+        self,
+        store: Store,
+        queue: DelayQueue,
+        config: WorkerConfig,
+        worker_id: str,
+        *,
+        horizon_s: float,
+        on_epoch_lost: Callable[[], None] = lambda: None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.store = store
+        self.queue = queue
+        self.config = config
+        self.worker_id = worker_id
+        self.horizon_s = horizon_s
+        self.on_epoch_lost = on_epoch_lost
+        self.rng = rng or random.Random()
+        self.running: dict[UUID, _Running] = {}
+        self.stats = WorkerStats()
+        self._outcomes: list[Outcome] = []
+        self._outcome_ready = asyncio.Event()
+        self._slot_free = asyncio.Event()
+        self._threads = ThreadPoolExecutor(config.threads, thread_name_prefix="schedulerd-task")
+
+    # --- pop and claim -----------------------------------------------------------------------
+
+    async def run_once(self) -> int:
+        """Pop and claim up to the free capacity; start the handlers. Returns how many started."""
+        free = self.config.concurrency - len(self.running)
+        if free <= 0:
+            return 0
+        pop = await self.queue.pop_due(min(free, self.config.batch_size))
+        self.stats.last_pop = pop
+        if pop.epoch != self.stats.known_epoch:
+            if pop.epoch is None or self.stats.known_epoch is not None:
+                log.warning("worker.epoch_lost", epoch=pop.epoch)
+                self.on_epoch_lost()
+            self.stats.known_epoch = pop.epoch
+        if not pop.execution_ids:
+            return 0
+        try:
+            claims = await self.store.execution_claim_many(pop.execution_ids, self.config.lease_s, self.worker_id)
+        except BaseException:
+            # The ids left Redis but nobody owns them: put them back rather than wait for the sweeper.
+            now = datetime.fromtimestamp(pop.now_ms / 1000, UTC)
+            with contextlib.suppress(Exception):
+                await self.queue.add([Enqueue(UUID(i), now) for i in pop.execution_ids], only_new=True)
+            raise
+        self.stats.claimed += len(claims)
+        self.stats.dropped += len(pop.execution_ids) - len(claims)
+        for claim in claims:
+            running = _Running(claim)
+            self.running[claim.id] = running
+            running.task = asyncio.create_task(self._execute(running), name=f"execution-{claim.id}")
+        return len(claims)
+
+    def sleep_s(self) -> float:
+        """Until the earliest queued due time, capped by poll_max_s."""
+        pop = self.stats.last_pop
+        if pop is None or pop.next_due_ms is None:
+            return self.config.poll_max_s
+        return min(self.config.poll_max_s, max(0.0, (pop.next_due_ms - pop.now_ms) / 1000))
+
+    def wake(self) -> None:
+        """Something was enqueued by this process or a slot freed: pop again now."""
+        self._slot_free.set()
+
+    # --- running a handler -------------------------------------------------------------------
+
+    async def _execute(self, running: _Running) -> None:
+        claim = running.claim
+        bound = log.bind(
+            execution_id=str(claim.id), job_id=str(claim.job_id), tenant=claim.tenant,
+            attempt=claim.attempt, fence=claim.fence, task=claim.task,
+        )  # fmt: skip
+        outcome, error = AttemptOutcome.SUCCEEDED, None
+        deadline: asyncio.Timeout | None = None
+        try:
+            task = registry.get(claim.task)
+            ctx = registry.TaskContext(
+                claim.id, claim.job_id, claim.tenant, claim.scheduled_for, claim.attempt, claim.fence, bound
+            )
+            async with asyncio.timeout(claim.timeout_s) as deadline:
+                if task.is_async:
+                    await task.handler(ctx, claim.params)
+                else:
+                    # A thread cannot be interrupted: on timeout the attempt is recorded as timed
+                    # out, but the function runs on in its thread until it returns.
+                    call = functools.partial(task.handler, ctx, claim.params)
+                    await asyncio.get_running_loop().run_in_executor(self._threads, call)
+        except asyncio.CancelledError:
+            if running.lease_lost:
+                bound.warning("worker.lease_lost")  # the sweeper already recorded this attempt
+                return
+            raise
+        except TimeoutError as exc:
+            if deadline is not None and deadline.expired():
+                outcome, error = AttemptOutcome.TIMED_OUT, f"timed out after {claim.timeout_s:g} s"
+            else:  # the handler's own TimeoutError is an ordinary failure
+                outcome, error = AttemptOutcome.FAILED, describe_error(exc)
+        except ValidationError as exc:  # task type not registered in this process
+            outcome, error = AttemptOutcome.FAILED, f"{exc} on worker {self.worker_id}"
+        except Exception as exc:
+            outcome, error = AttemptOutcome.FAILED, describe_error(exc)
+        finally:
+            self.running.pop(claim.id, None)
+            self._slot_free.set()
+        self._record(claim, outcome, error)
+        bound.info("worker.attempt_finished", outcome=str(outcome))
+
+    def _record(self, claim: Claim, outcome: AttemptOutcome, error: str | None) -> None:
+        if outcome is AttemptOutcome.SUCCEEDED:
+            status, delay_s = ExecutionStatus.SUCCEEDED, None
+        else:
+            delay_s = after_failure(
+                claim.attempt, claim.max_attempts, claim.backoff_base_s, claim.backoff_factor, claim.backoff_max_s, self.rng
+            )
+            if delay_s is None:
+                status = ExecutionStatus.FAILED
+            else:
+                status = ExecutionStatus.QUEUED if delay_s <= self.horizon_s else ExecutionStatus.PENDING
+        self._outcomes.append(Outcome(claim.id, claim.fence, status, outcome, error, delay_s))
+        self._outcome_ready.set()
+
+    # --- batched writers ---------------------------------------------------------------------
+
+    async def flush_outcomes(self) -> int:
+        """Write every recorded outcome in one statement, then re-enqueue the retries."""
+        outcomes, self._outcomes = self._outcomes, []
+        if not outcomes:
+            return 0
+        try:
+            applied = await self.store.execution_finish_many(outcomes)
+        except BaseException:
+            self._outcomes[:0] = outcomes  # fenced writes are safe to repeat
+            raise
+        self.stats.finished += len(applied)
+        if len(applied) < len(outcomes):
+            self.stats.fenced_out += len(outcomes) - len(applied)
+            refused = {o.execution_id for o in outcomes} - {a[0] for a in applied}
+            log.warning("worker.outcome_fenced_out", execution_ids=sorted(map(str, refused)))
+        retries = [Enqueue(i, due_at) for i, status, due_at in applied if status == ExecutionStatus.QUEUED]
+        if retries:
+            await self.queue.add(retries, only_new=False)
+        return len(applied)
+
+    async def heartbeat_once(self) -> int:
+        """Extend every held lease in one statement; cancel handlers whose lease was lost."""
+        held = [(r.claim.id, r.claim.fence) for r in self.running.values()]
+        if not held:
+            return 0
+        alive = await self.store.execution_heartbeat_many(held, self.config.lease_s)
+        for execution_id, _ in held:
+            running = self.running.get(execution_id)
+            if execution_id not in alive and running is not None and running.task is not None:
+                running.lease_lost = True
+                self.stats.lease_lost += 1
+                running.task.cancel()
+        return len(alive)
+
+    # --- loops -------------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        from schedulerd.daemon import retrying
+
+        helpers = [
+            asyncio.create_task(retrying("worker.heartbeat", self._heartbeat_loop, stop), name="worker-heartbeat"),
+            asyncio.create_task(retrying("worker.finish", self._finish_loop, stop), name="worker-finish"),
+        ]
+        try:
+            await retrying("worker.pop", self._pop_loop, stop)
+            await self._drain(stop)
+        finally:
+            for helper in helpers:
+                helper.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+            with contextlib.suppress(Exception):
+                await self.flush_outcomes()
+            self._threads.shutdown(wait=False, cancel_futures=True)
+
+    async def _pop_loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            started = await self.run_once()
+            if started and len(self.running) < self.config.concurrency:
+                continue  # more may be due right now
+            self._slot_free.clear()
+            await _wait_any(stop, self._slot_free, timeout_s=self.sleep_s())
+
+    async def _heartbeat_loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set() or self.running:
+            await _wait_any(stop, timeout_s=self.config.heartbeat_s)
+            await self.heartbeat_once()
+
+    async def _finish_loop(self, stop: asyncio.Event) -> None:
+        while True:
+            await self._outcome_ready.wait()
+            self._outcome_ready.clear()
+            await self.flush_outcomes()
+
+    async def _drain(self, stop: asyncio.Event) -> None:
+        """After stop: let in-flight handlers finish within the grace, then abandon the rest
+        (their leases expire and the sweeper hands them to another replica)."""
+        tasks = [r.task for r in self.running.values() if r.task is not None]
+        if not tasks:
+            return
+        log.info("worker.draining", in_flight=len(tasks), grace_s=self.config.shutdown_grace_s)
+        done, pending = await asyncio.wait(tasks, timeout=self.config.shutdown_grace_s)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+
+async def _wait_any(*events: asyncio.Event, timeout_s: float) -> None:
+    """Sleep until any event is set or the timeout passes."""
+    waiters = [asyncio.create_task(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waiters, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()

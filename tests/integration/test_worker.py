@@ -1,0 +1,180 @@
+"""The worker against real Postgres and Redis: claims, fences, retries, timeouts."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+from typing import Any
+
+from schedulerd.models import AttemptOutcome, ExecutionStatus, Outcome
+from schedulerd.registry import TaskContext, task
+from tests.integration.conftest import run_until_idle, settle
+
+seen_contexts: list[TaskContext] = []
+
+
+@task("test.record_context")
+async def record_context(ctx: TaskContext, params: dict[str, Any]) -> None:
+    seen_contexts.append(ctx)
+
+
+@task("test.sync_square")
+def sync_square(ctx: TaskContext, params: dict[str, Any]) -> None:
+    """A plain function: must run in the thread pool, not on the loop."""
+    import threading
+
+    assert threading.current_thread() is not threading.main_thread()
+    if params["n"] * params["n"] != params["expect"]:
+        raise ValueError("wrong square")
+
+
+async def test_job_runs_once_and_records_its_attempt(make_job, make_worker, store) -> None:
+    job, execution = await make_job("test.record_context", params={"k": 1})
+    assert execution.status == ExecutionStatus.QUEUED
+    worker = make_worker()
+
+    finished = await run_until_idle(worker, store, execution.id)
+
+    assert finished.status == ExecutionStatus.SUCCEEDED
+    assert finished.attempt == 1 and finished.fence == 1
+    assert finished.first_started_at >= finished.scheduled_for
+    attempts = await store.attempt_list(execution.id)
+    assert [(a.attempt, a.fence, a.outcome, a.worker) for a in attempts] == [(1, 1, "succeeded", "worker-a")]
+    ctx = seen_contexts[-1]
+    assert (ctx.execution_id, ctx.job_id, ctx.attempt, ctx.fence) == (execution.id, job.id, 1, 1)
+    assert ctx.scheduled_for == execution.scheduled_for
+
+
+async def test_sync_handler_runs_in_thread_pool(make_job, make_worker, store) -> None:
+    _, ok = await make_job("test.sync_square", params={"n": 3, "expect": 9})
+    _, bad = await make_job("test.sync_square", params={"n": 3, "expect": 10}, max_attempts=1)
+    worker = make_worker()
+    assert (await run_until_idle(worker, store, ok.id)).status == ExecutionStatus.SUCCEEDED
+    failed = await run_until_idle(worker, store, bad.id)
+    assert failed.status == ExecutionStatus.FAILED
+    assert "ValueError: wrong square" in failed.last_error
+
+
+async def test_claim_race_has_exactly_one_winner_per_execution(make_job, store) -> None:
+    executions = [(await make_job())[1] for _ in range(200)]
+    ids = [str(e.id) for e in executions]
+
+    claims_a, claims_b = await asyncio.gather(
+        store.execution_claim_many(ids, 10.0, "worker-a"), store.execution_claim_many(ids, 10.0, "worker-b")
+    )
+
+    won_a, won_b = {c.id for c in claims_a}, {c.id for c in claims_b}
+    assert not won_a & won_b
+    assert won_a | won_b == {e.id for e in executions}
+    assert all(c.fence == 1 and c.attempt == 1 for c in claims_a + claims_b)
+
+
+async def test_duplicate_enqueue_runs_once(make_job, make_worker, queue, store) -> None:
+    _, execution = await make_job("sleep", params={"seconds": 0.2})
+    worker_a, worker_b = make_worker("worker-a"), make_worker("worker-b")
+    assert await worker_a.run_once() == 1
+    # A second dispatcher (or a reconcile) puts the same execution back while it runs.
+    await queue.add([_enqueue(execution)], only_new=True)
+    await queue.add([_enqueue(execution)], only_new=False)
+
+    assert await worker_b.run_once() == 0
+    assert worker_b.stats.dropped == 1
+    await settle(worker_a)
+
+    finished = await store.execution_get(execution.id)
+    assert finished.status == ExecutionStatus.SUCCEEDED and finished.attempt == 1
+    assert len(await store.attempt_list(execution.id)) == 1
+
+
+async def test_stale_fence_cannot_finish_or_heartbeat(make_job, make_worker, store, sweeper) -> None:
+    _, execution = await make_job("sleep", params={"seconds": 30})
+    zombie = make_worker("zombie")
+    assert await zombie.run_once() == 1
+    # The zombie froze: its lease runs out and the sweeper hands the execution back.
+    await store.pool.execute("UPDATE executions SET lease_until = now() - interval '1 second' WHERE id = $1", execution.id)
+    assert (await sweeper.run_once()).reclaimed == 1
+
+    # Waking up, the zombie's heartbeat finds the lease lost and cancels its handler...
+    assert await zombie.heartbeat_once() == 0
+    await settle(zombie)
+    assert zombie.stats.lease_lost == 1 and not zombie.running
+    # ...and a completion with its old fence changes nothing.
+    stale = Outcome(execution.id, 1, ExecutionStatus.SUCCEEDED, AttemptOutcome.SUCCEEDED)
+    assert await store.execution_finish_many([stale]) == []
+
+    claims = await store.execution_claim_many([str(execution.id)], 10.0, "successor")
+    assert [(c.fence, c.attempt) for c in claims] == [(2, 2)]
+    fresh = Outcome(execution.id, 2, ExecutionStatus.SUCCEEDED, AttemptOutcome.SUCCEEDED)
+    assert len(await store.execution_finish_many([fresh])) == 1
+    attempts = await store.attempt_list(execution.id)
+    assert [(a.fence, a.outcome, a.worker) for a in attempts] == [(1, "lease_expired", "zombie"), (2, "succeeded", "successor")]
+
+
+async def test_retries_with_jittered_backoff_then_fails(make_job, make_worker, store, queue, config) -> None:
+    _, execution = await make_job("fail", max_attempts=3)
+    worker = make_worker()
+
+    await worker.run_once()
+    await settle(worker)
+    after_first = await store.execution_get(execution.id)
+    assert after_first.status == ExecutionStatus.QUEUED and after_first.attempt == 1
+    first = (await store.attempt_list(execution.id))[0]
+    delay_s = (after_first.due_at - first.finished_at).total_seconds()
+    assert -0.01 <= delay_s <= config.jobs.backoff_base_s + 0.01  # full jitter: uniform in [0, base]
+    score = await queue.client.zscore(queue.queue_key, str(execution.id))
+    assert abs(score / 1000 - after_first.due_at.timestamp()) < 0.002
+
+    final = await run_until_idle(worker, store, execution.id)
+    assert final.status == ExecutionStatus.FAILED and final.attempt == 3
+    attempts = await store.attempt_list(execution.id)
+    assert [a.outcome for a in attempts] == ["failed"] * 3
+    assert all("TaskFailed" in a.error for a in attempts)
+    assert final.finished_at is not None and "attempt 3" in final.last_error
+
+
+async def test_backoff_jitter_is_spread_across_executions(make_job, make_worker, store, config) -> None:
+    executions = [(await make_job("fail", max_attempts=2))[1] for _ in range(40)]
+    worker = make_worker(concurrency=64)
+    await worker.run_once()
+    await settle(worker)
+    delays = []
+    for execution in executions:
+        row = await store.execution_get(execution.id)
+        attempt = (await store.attempt_list(execution.id))[0]
+        delays.append((row.due_at - attempt.finished_at).total_seconds())
+    ceiling = config.jobs.backoff_base_s
+    assert all(-0.01 <= d <= ceiling + 0.01 for d in delays)
+    assert statistics.pstdev(delays) > ceiling / 10  # really random, not one shared delay
+
+
+async def test_handler_timeout_counts_as_failed_attempt(make_job, make_worker, store) -> None:
+    _, execution = await make_job("sleep", params={"seconds": 5}, timeout_s=0.2, max_attempts=1)
+    final = await run_until_idle(make_worker(), store, execution.id)
+    assert final.status == ExecutionStatus.FAILED
+    (attempt,) = await store.attempt_list(execution.id)
+    assert attempt.outcome == "timed_out" and attempt.error == "timed out after 0.2 s"
+    assert 0.15 <= attempt.duration_s < 2
+
+
+async def test_concurrency_limit_caps_claims(make_job, make_worker) -> None:
+    for _ in range(5):
+        await make_job("sleep", params={"seconds": 0.3})
+    worker = make_worker(concurrency=2)
+    assert await worker.run_once() == 2
+    assert await worker.run_once() == 0  # full: pops nothing rather than claiming work it cannot start
+    await settle(worker)
+    assert await worker.run_once() == 2
+
+
+async def test_unknown_task_on_this_worker_fails_the_attempt(make_job, make_worker, store) -> None:
+    _, execution = await make_job("noop", max_attempts=1)
+    await store.pool.execute("UPDATE jobs SET task = 'not.loaded.here'")
+    final = await run_until_idle(make_worker(), store, execution.id)
+    assert final.status == ExecutionStatus.FAILED
+    assert "unknown task type 'not.loaded.here'" in final.last_error
+
+
+def _enqueue(execution):  # type: ignore[no-untyped-def]
+    from schedulerd.models import Enqueue
+
+    return Enqueue(execution.id, execution.due_at)

@@ -1,0 +1,29 @@
+"""Static checks: queries.sql parses with unique names; every Lua script documents its KEYS and ARGV."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from schedulerd.store import sql
+from schedulerd.store.store import Store
+
+LUA_DIR = Path(__file__).resolve().parents[2] / "lua"
+
+
+def test_every_query_has_a_store_method() -> None:
+    assert set(sql.QUERIES) - {"job_insert", "execution_insert"} <= set(dir(Store))
+
+
+def test_duplicate_query_names_are_refused() -> None:
+    with pytest.raises(ValueError, match="defined twice"):
+        sql.parse("-- name: a\nSELECT 1;\n-- name: a\nSELECT 2;\n")
+
+
+@pytest.mark.parametrize("path", sorted(LUA_DIR.glob("*.lua")), ids=lambda p: p.name)
+def test_lua_header_matches_file_name(path: Path) -> None:
+    text = path.read_text()
+    declared_keys = int(re.search(r"-(\d+)\.lua$", path.name).group(1))
+    documented = sorted(set(re.findall(r"KEYS\[(\d+)\]\s", text.split("]]")[0])))
+    assert [int(k) for k in documented] == list(range(1, declared_keys + 1))
+    assert re.search(r"ARGV\[1\]", text) and "Returns:" in text
