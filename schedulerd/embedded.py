@@ -75,7 +75,7 @@ def start_embedded(data_dir: Path) -> EmbeddedServers:
         state = dict(database_url=database_url, redis_url=redis_url, pid=os.getpid(), postgres_pid=pg_pid,
                      redis_pid=redis_pid)
         _write_private(data_dir / STATE_FILE, json.dumps(state))
-    log.info("embedded servers ready", postgres_port=pg_port, redis_port=redis_port, urls_in=str(data_dir / STATE_FILE))
+    log.info("embedded.ready", postgres_port=pg_port, redis_port=redis_port, urls_in=str(data_dir / STATE_FILE))
     return EmbeddedServers(database_url, redis_url, data_dir)
 
 
@@ -186,7 +186,7 @@ def _stop_redis(redis_dir: Path) -> None:
             time.sleep(0.05)
         if not _alive(pid):
             return
-        log.warning("embedded redis did not exit", pid=pid, signal=sig.name)
+        log.warning("embedded.redis_stop_timeout", pid=pid, signal=sig.name)
 
 
 def _pg(tool: str, *args: str | Path, owner: Path) -> None:
@@ -220,7 +220,7 @@ def _grant_traverse(path: Path) -> None:
     for folder in (path, *path.parents):
         mode = folder.stat().st_mode
         if not mode & stat.S_IXOTH:
-            log.warning("adding o+x so the embedded postgres user can reach its files", folder=str(folder))
+            log.warning("embedded.folder_opened", folder=str(folder), reason="o+x so the postgres system user can reach its data")
             folder.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
 
 
