@@ -10,17 +10,20 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
+from zoneinfo import ZoneInfo
 
 from schedulerd import config as config_module
 from schedulerd.config import Config
 from schedulerd.core.durations import parse_duration_s, parse_instant
 from schedulerd.errors import ConfigError, NotFoundError, SchedulerdError, ValidationError
 from schedulerd.models import ExecutionStatus
+
+T = TypeVar("T")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -32,20 +35,46 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("migrate", help="apply pending database migrations")
 
     job = commands.add_parser("job", help="create and inspect jobs").add_subparsers(dest="job_command", required=True)
-    create = job.add_parser("create", help="create a one-off job")
+    create = job.add_parser("create", help="create a job: now, --at/--in a time, or on a --cron schedule")
     create.add_argument("--task", required=True, help="registered task type")
     create.add_argument("--params", default="{}", help="JSON object passed to the handler")
     when = create.add_mutually_exclusive_group()
     when.add_argument("--at", help="ISO 8601 instant with offset, e.g. 2026-12-01T09:00:00Z")
     when.add_argument("--in", dest="in_", metavar="DURATION", help="delay from now, e.g. 30s, 5m, 1h30m")
+    when.add_argument("--cron", help="5-field cron expression or @hourly/@daily/...")
+    create.add_argument("--tz", default="UTC", help="IANA time zone of the cron expression (default UTC)")
+    create.add_argument("--misfire", default="run_once", choices=["skip", "run_once", "catch_up"],
+                        help="what happens to occurrences missed while the scheduler was down")
+    create.add_argument("--catch-up-limit", type=int, default=10, help="most missed runs replayed by catch_up")
+    create.add_argument("--window", help="smear each run by a stable offset within this window, e.g. 5m")
     create.add_argument("--tenant", default="default")
     create.add_argument("--name")
     create.add_argument("--max-attempts", type=int)
     create.add_argument("--timeout", help="handler timeout, e.g. 30s (default from [jobs].timeout_s)")
     create.add_argument("--json", action="store_true")
-    show_job = job.add_parser("show", help="one job")
-    show_job.add_argument("id")
-    show_job.add_argument("--json", action="store_true")
+    listing_jobs = job.add_parser("list", help="jobs, newest first")
+    listing_jobs.add_argument("--tenant")
+    listing_jobs.add_argument("--deleted", action="store_true", help="include deleted jobs")
+    listing_jobs.add_argument("--limit", type=int, default=100)
+    listing_jobs.add_argument("--json", action="store_true")
+    for name, text in [("show", "one job"), ("pause", "stop a job; cancels its unstarted executions"),
+                       ("resume", "start a paused cron job again from now"),
+                       ("delete", "stop a job for good (its history stays)"), ("trigger", "run a job once now")]:
+        sub = job.add_parser(name, help=text)
+        sub.add_argument("id")
+        sub.add_argument("--json", action="store_true")
+    upcoming = job.add_parser("next", help="a job's next runs")
+    upcoming.add_argument("id")
+    upcoming.add_argument("--count", type=int, default=5)
+    upcoming.add_argument("--json", action="store_true")
+
+    cron = commands.add_parser("cron", help="preview cron expressions").add_subparsers(dest="cron_command", required=True)
+    preview = cron.add_parser("next", help="the next runs of an expression, in its zone and in UTC")
+    preview.add_argument("expression")
+    preview.add_argument("--tz", default="UTC")
+    preview.add_argument("--from", dest="from_", help="ISO 8601 instant to start after (default now)")
+    preview.add_argument("--count", type=int, default=5)
+    preview.add_argument("--json", action="store_true")
 
     executions = commands.add_parser("executions", help="inspect executions").add_subparsers(
         dest="executions_command", required=True
@@ -93,84 +122,167 @@ async def _connect(config: Config) -> tuple[Any, Any]:
     return store, DelayQueue.connect(servers.redis_url, config.redis.prefix)
 
 
-def _job_spec(args: argparse.Namespace, config: Config) -> Any:
+def _parse(field: str, parse: Callable[[str], T], text: str) -> T:
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise ValidationError(field, str(exc)) from None
+
+
+def _job_spec(args: argparse.Namespace) -> Any:
     from schedulerd.jobs import JobSpec
 
-    try:
-        params = json.loads(args.params)
-    except json.JSONDecodeError as exc:
-        raise ValidationError("--params", f"is not valid JSON: {exc}") from None
+    params = _parse("--params", json.loads, args.params)
     if not isinstance(params, dict):
         raise ValidationError("--params", f"must be a JSON object, got {type(params).__name__}")
-    try:
-        run_at = None
-        if args.at:
-            run_at = parse_instant(args.at)
-        elif args.in_:
-            run_at = datetime.now(UTC) + timedelta(seconds=parse_duration_s(args.in_))
-        timeout_s = parse_duration_s(args.timeout) if args.timeout else None
-    except ValueError as exc:
-        raise ValidationError("--at" if args.at else "--in" if args.in_ else "--timeout", str(exc)) from None
+    run_at = None
+    if args.at:
+        run_at = _parse("--at", parse_instant, args.at)
+    elif args.in_:
+        run_at = datetime.now(UTC) + timedelta(seconds=_parse("--in", parse_duration_s, args.in_))
     return JobSpec(
-        task=args.task, tenant=args.tenant, params=params, run_at=run_at, name=args.name,
-        max_attempts=args.max_attempts, timeout_s=timeout_s,
+        task=args.task, tenant=args.tenant, params=params, run_at=run_at, cron=args.cron, timezone=args.tz,
+        misfire_policy=args.misfire, catch_up_limit=args.catch_up_limit,
+        window_s=_parse("--window", parse_duration_s, args.window) if args.window else 0.0,
+        name=args.name, max_attempts=args.max_attempts,
+        timeout_s=_parse("--timeout", parse_duration_s, args.timeout) if args.timeout else None,
     )  # fmt: skip
+
+
+def _print_runs(runs: Sequence[datetime], zone: str) -> None:
+    local = ZoneInfo(zone)
+    for run in runs:
+        print(f"  {run.astimezone(local).strftime('%Y-%m-%d %H:%M:%S %Z (%z)'):36} {_time(run)}")
+
+
+class _Session:
+    """Connections for one command, closed on the way out."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    async def __aenter__(self) -> Any:
+        from schedulerd.jobs import Jobs
+
+        self.store, self.queue = await _connect(self.config)
+        return Jobs(self.store, self.queue, self.config)
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.queue.close()
+        await self.store.close()
 
 
 async def _job_create(args: argparse.Namespace, config: Config) -> None:
     from schedulerd import registry
-    from schedulerd.jobs import create_job, validate
+    from schedulerd.jobs import next_runs, validate
 
     registry.load_modules(config.daemon.task_modules)
-    spec = _job_spec(args, config)
-    validate(spec, config.jobs, datetime.now(UTC))  # refuse bad input before connecting anywhere
-    store, queue = await _connect(config)
-    try:
-        job, execution = await create_job(store, queue, spec, config.jobs, horizon_s=config.dispatcher.horizon_s)
-    finally:
-        await queue.close()
-        await store.close()
+    spec = _job_spec(args)
+    validate(spec, config, datetime.now(UTC))  # refuse bad input before connecting anywhere
+    async with _Session(config) as jobs:
+        job, executions = await jobs.create(spec)
+    runs = next_runs(job, datetime.now(UTC), 5) if job.cron else [e.due_at for e in executions]
     if args.json:
-        print(json.dumps({"job": _jsonable(job), "execution": _jsonable(execution)}))
+        print(json.dumps({"job": _jsonable(job), "next_runs": [r.isoformat() for r in runs],
+                          "executions": [_jsonable(e) for e in executions[:5]]}))
+        return
+    print(f"job {job.id} ({job.task}, tenant {job.tenant})")
+    if job.cron:
+        print(f"schedule {job.cron!r} in {job.timezone}; {len(executions)} executions written ahead; next runs:")
+        _print_runs(runs, job.timezone)
     else:
-        print(f"job {job.id} ({job.task}, tenant {job.tenant})")
+        (execution,) = executions
         print(f"execution {execution.id} due {_time(execution.due_at)} status {execution.status}")
 
 
-async def _job_show(args: argparse.Namespace, config: Config) -> None:
-    job_id = _uuid(args.id, "id")
-    store, queue = await _connect(config)
-    try:
-        job = await store.job_get(job_id)
-    finally:
-        await queue.close()
-        await store.close()
-    if job is None:
-        raise NotFoundError(f"job {job_id} not found")
+async def _job_list(args: argparse.Namespace, config: Config) -> None:
+    if not 1 <= args.limit <= 1000:
+        raise ValidationError("--limit", f"must be between 1 and 1000, got {args.limit}")
+    async with _Session(config) as jobs:
+        listed = await jobs.store.job_list(tenant=args.tenant, deleted=args.deleted, limit=args.limit)
     if args.json:
-        print(json.dumps(_jsonable(job)))
+        print(json.dumps([_jsonable(j) for j in listed]))
+        return
+    header = ("ID", "TENANT", "TASK", "SCHEDULE", "ZONE", "STATE", "CREATED")
+    rows = [
+        (str(j.id), j.tenant, j.task, j.cron or (_time(j.run_at) if j.run_at else "-"), j.timezone,
+         "deleted" if j.deleted_at else "enabled" if j.enabled else "paused", _time(j.created_at))
+        for j in listed
+    ]  # fmt: skip
+    print(_table(rows, header))
+
+
+def _print_job(job: Any, as_json: bool, **extra: Any) -> None:
+    if as_json:
+        print(json.dumps({**_jsonable(job), **extra}))
         return
     for key, value in asdict(job).items():
         print(f"{key:16} {_time(value) if isinstance(value, datetime) else value}")
+    for key, value in extra.items():
+        print(f"{key:16} {value}")
+
+
+async def _job_action(args: argparse.Namespace, config: Config) -> None:
+    job_id = _uuid(args.id, "id")
+    async with _Session(config) as jobs:
+        if args.job_command == "show":
+            _print_job(await jobs.get(job_id), args.json)
+        elif args.job_command in ("pause", "delete"):
+            job, cancelled = await (jobs.pause if args.job_command == "pause" else jobs.delete)(job_id)
+            _print_job(job, args.json, cancelled_executions=cancelled)
+        elif args.job_command == "resume":
+            _print_job(await jobs.resume(job_id), args.json)
+        else:
+            execution = await jobs.trigger(job_id)
+            print(json.dumps(_jsonable(execution)) if args.json else f"execution {execution.id} queued, due {_time(execution.due_at)}")
+
+
+async def _job_next(args: argparse.Namespace, config: Config) -> None:
+    from schedulerd.jobs import next_runs
+
+    job_id = _uuid(args.id, "id")
+    if not 1 <= args.count <= 1000:
+        raise ValidationError("--count", f"must be between 1 and 1000, got {args.count}")
+    async with _Session(config) as jobs:
+        job = await jobs.get(job_id)
+    runs = next_runs(job, datetime.now(UTC), args.count)
+    _print_preview(runs, job.timezone, args.json)
+
+
+def _print_preview(runs: Sequence[datetime], zone: str, as_json: bool) -> None:
+    if as_json:
+        local = ZoneInfo(zone)
+        print(json.dumps([{"utc": r.isoformat(), "local": r.astimezone(local).isoformat()} for r in runs]))
+    else:
+        _print_runs(runs, zone)
+
+
+async def _cron_next(args: argparse.Namespace, config: Config) -> None:
+    from schedulerd.core.schedule import CronSchedule, ScheduleError
+
+    if not 1 <= args.count <= 1000:
+        raise ValidationError("--count", f"must be between 1 and 1000, got {args.count}")
+    start = _parse("--from", parse_instant, args.from_) if args.from_ else datetime.now(UTC)
+    try:
+        schedule = CronSchedule.parse(args.expression, args.tz)
+    except ScheduleError as exc:
+        raise ValidationError("--tz" if "time zone" in str(exc) else "expression", str(exc)) from None
+    _print_preview(schedule.next_runs(start, args.count), args.tz, args.json)
 
 
 async def _executions_list(args: argparse.Namespace, config: Config) -> None:
     job_id = _uuid(args.job, "--job") if args.job else None
     if not 1 <= args.limit <= 1000:
         raise ValidationError("--limit", f"must be between 1 and 1000, got {args.limit}")
-    store, queue = await _connect(config)
-    try:
-        executions = await store.execution_list(tenant=args.tenant, job_id=job_id, status=args.status, limit=args.limit)
-    finally:
-        await queue.close()
-        await store.close()
+    async with _Session(config) as jobs:
+        executions = await jobs.store.execution_list(tenant=args.tenant, job_id=job_id, status=args.status, limit=args.limit)
     if args.json:
         print(json.dumps([_jsonable(e) for e in executions]))
         return
-    header = ("ID", "JOB", "STATUS", "ATTEMPT", "SCHEDULED_FOR", "STARTED", "FINISHED", "LAST_ERROR")
+    header = ("ID", "JOB", "STATUS", "ATTEMPT", "SCHEDULED_FOR", "STARTED", "FINISHED", "LAST_ERROR / REASON")
     rows = [
         (str(e.id), str(e.job_id)[:8], e.status, str(e.attempt), _time(e.scheduled_for), _time(e.first_started_at),
-         _time(e.finished_at), (e.last_error or "").splitlines()[-1][:60] if e.last_error else "")
+         _time(e.finished_at), e.last_error.splitlines()[-1][:60] if e.last_error else e.reason or "")
         for e in executions
     ]  # fmt: skip
     print(_table(rows, header))
@@ -178,13 +290,9 @@ async def _executions_list(args: argparse.Namespace, config: Config) -> None:
 
 async def _executions_show(args: argparse.Namespace, config: Config) -> None:
     execution_id = _uuid(args.id, "id")
-    store, queue = await _connect(config)
-    try:
-        execution = await store.execution_get(execution_id)
-        attempts = await store.attempt_list(execution_id) if execution else []
-    finally:
-        await queue.close()
-        await store.close()
+    async with _Session(config) as jobs:
+        execution = await jobs.store.execution_get(execution_id)
+        attempts = await jobs.store.attempt_list(execution_id) if execution else []
     if execution is None:
         raise NotFoundError(f"execution {execution_id} not found")
     if args.json:
@@ -212,7 +320,14 @@ async def _migrate(args: argparse.Namespace, config: Config) -> None:
 
 COMMANDS = {
     ("job", "create"): _job_create,
-    ("job", "show"): _job_show,
+    ("job", "list"): _job_list,
+    ("job", "show"): _job_action,
+    ("job", "pause"): _job_action,
+    ("job", "resume"): _job_action,
+    ("job", "delete"): _job_action,
+    ("job", "trigger"): _job_action,
+    ("job", "next"): _job_next,
+    ("cron", "next"): _cron_next,
     ("executions", "list"): _executions_list,
     ("executions", "show"): _executions_show,
     ("migrate", None): _migrate,

@@ -38,7 +38,7 @@ class EmbeddedConfig:
 
 @dataclass(frozen=True)
 class DaemonConfig:
-    roles: tuple[str, ...] = ("dispatcher", "worker", "sweeper")
+    roles: tuple[str, ...] = ("materialiser", "dispatcher", "worker", "sweeper")
     worker_id: str = ""  # empty: "<hostname>:<pid>"
     task_modules: tuple[str, ...] = ()
     migrate_on_start: bool = True
@@ -56,6 +56,18 @@ class WorkerConfig:
     heartbeat_s: float = 5.0  # lease extension interval
     threads: int = 16  # thread pool for synchronous handlers
     shutdown_grace_s: float = 10.0  # on stop, how long in-flight handlers may run on
+
+
+@dataclass(frozen=True)
+class MaterialiserConfig:
+    interval_s: float = 30.0  # how often cursors are checked
+    horizon_s: float = 21600.0  # occurrences are written this far ahead (6 h)
+    batch_size: int = 200  # jobs per transaction
+    max_occurrences_per_job: int = 10000  # per job per pass; the rest come next pass
+    lookback_s: float = 86400.0  # a cursor further behind restarts here; older occurrences are not written
+    misfire_grace_s: float = 60.0  # an occurrence not started this long after its due time was missed
+    misfire_batch_size: int = 10000  # missed executions judged per pass
+    replay_per_s: float = 50.0  # late runs released per second after an outage
 
 
 @dataclass(frozen=True)
@@ -94,6 +106,7 @@ class Config:
     redis: RedisConfig = field(default_factory=RedisConfig)
     embedded: EmbeddedConfig = field(default_factory=EmbeddedConfig)
     daemon: DaemonConfig = field(default_factory=DaemonConfig)
+    materialiser: MaterialiserConfig = field(default_factory=MaterialiserConfig)
     worker: WorkerConfig = field(default_factory=WorkerConfig)
     dispatcher: DispatcherConfig = field(default_factory=DispatcherConfig)
     sweeper: SweeperConfig = field(default_factory=SweeperConfig)
@@ -109,7 +122,7 @@ class Config:
             raise ConfigError("worker.concurrency and worker.batch_size must be at least 1")
         if self.jobs.max_attempts < 1:
             raise ConfigError(f"jobs.max_attempts must be at least 1, got {self.jobs.max_attempts}")
-        unknown = set(self.daemon.roles) - {"dispatcher", "worker", "sweeper"}
+        unknown = set(self.daemon.roles) - {"materialiser", "dispatcher", "worker", "sweeper"}
         if unknown:
             raise ConfigError(f"daemon.roles has unknown role(s): {', '.join(sorted(unknown))}")
         if self.log.format not in ("json", "console", "auto"):

@@ -24,6 +24,7 @@ import structlog
 from schedulerd import registry
 from schedulerd.config import Config
 from schedulerd.dispatcher import Dispatcher
+from schedulerd.materialiser import Materialiser
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store, migrate
 from schedulerd.sweeper import Sweeper
@@ -119,6 +120,14 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
     queue = DelayQueue.connect(servers.redis_url, config.redis.prefix)
     worker_id = config.daemon.resolved_worker_id()
     services: dict[str, Any] = {}
+    if "materialiser" in config.daemon.roles:
+        materialiser = Materialiser(store, queue, config.materialiser, dispatch_horizon_s=config.dispatcher.horizon_s)
+        services["materialiser"] = materialiser
+        # Judge missed occurrences before this process's worker can start any of them late.
+        try:
+            await materialiser.run_once()
+        except TRANSIENT_ERRORS as exc:
+            log.warning("materialiser.error", error=f"{type(exc).__name__}: {exc}")
     sweeper = Sweeper(store, queue, config.sweeper)
     if "sweeper" in config.daemon.roles:
         services["sweeper"] = sweeper

@@ -1,7 +1,10 @@
-"""Accepting jobs: validate a definition, record it with its first execution, then enqueue.
+"""Accepting and steering jobs: validate a definition, record it with its first executions,
+then enqueue; pause, resume, delete, trigger. Used by the CLI (and the API).
 
 Order of writes: the Postgres transaction commits before the ZADD. If the ZADD fails the job
-is still accepted; the sweeper puts the queued execution into Redis within its grace.
+is still accepted; the sweeper puts its queued executions into Redis within its grace.
+A `tenant` argument scopes every call: another tenant's job is "not found", exactly like a
+missing one. None means an operator acting on every tenant (the CLI).
 """
 
 from __future__ import annotations
@@ -12,12 +15,16 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from uuid import UUID
 
 import structlog
 
 from schedulerd import registry
-from schedulerd.config import JobsConfig
-from schedulerd.errors import ValidationError
+from schedulerd.config import Config
+from schedulerd.core.misfire import MisfirePolicy
+from schedulerd.core.schedule import CronSchedule, ScheduleError, smear_offset_s
+from schedulerd.errors import NotFoundError, ValidationError
+from schedulerd.materialiser import materialise_job
 from schedulerd.models import Enqueue, Execution, ExecutionStatus, Job
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store
@@ -27,16 +34,24 @@ log = structlog.get_logger("schedulerd.jobs")
 TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 LATEST_RUN_AT = timedelta(days=3660)  # "at" more than ~10 years ahead is a typo, not a plan
 EARLIEST_RUN_AT = datetime(2000, 1, 1, tzinfo=UTC)
+MAX_WINDOW_S = 86400.0
 
 
 @dataclass(frozen=True)
 class JobSpec:
-    """A one-off job as a user asks for it; None fields take the [jobs] defaults."""
+    """A job as a user asks for it; None fields take the [jobs] defaults.
+
+    One-off: run_at None (now) or an instant. Recurring: cron (+ timezone, an IANA name)."""
 
     task: str
     tenant: str = "default"
     params: dict[str, Any] = field(default_factory=dict)
-    run_at: datetime | None = None  # None: now
+    run_at: datetime | None = None
+    cron: str | None = None
+    timezone: str = "UTC"
+    misfire_policy: str = "run_once"
+    catch_up_limit: int = 10
+    window_s: float = 0.0  # smearing window for cron jobs
     name: str | None = None
     max_attempts: int | None = None
     timeout_s: float | None = None
@@ -56,8 +71,9 @@ def _check_json_text(value: Any, path: str) -> None:
             _check_json_text(item, f"{path}[{index}]")
 
 
-def validate(spec: JobSpec, defaults: JobsConfig, now: datetime) -> dict[str, Any]:
+def validate(spec: JobSpec, config: Config, now: datetime) -> dict[str, Any]:
     """Return the job row's values, or raise ValidationError naming the field."""
+    defaults = config.jobs
     registry.get(spec.task)  # raises "task: unknown task type ..."
     if not TENANT_PATTERN.match(spec.tenant):
         raise ValidationError("tenant", "must be 1-64 characters of letters, digits, '_', '.', '-'")
@@ -70,11 +86,29 @@ def validate(spec: JobSpec, defaults: JobsConfig, now: datetime) -> dict[str, An
     if len(encoded.encode()) > defaults.max_params_bytes:
         raise ValidationError("params", f"is {len(encoded.encode())} bytes; the limit is {defaults.max_params_bytes}")
     _check_json_text(spec.params, "params")
-    run_at = spec.run_at or now
-    if run_at.tzinfo is None:
-        raise ValidationError("run_at", "must carry a UTC offset")
-    if not EARLIEST_RUN_AT <= run_at <= now + LATEST_RUN_AT:
-        raise ValidationError("run_at", f"{run_at.isoformat()} is out of range (2000-01-01 to 10 years from now)")
+    if spec.cron is not None:
+        if spec.run_at is not None:
+            raise ValidationError("run_at", "a job has either a cron schedule or a run_at, not both")
+        try:
+            schedule = CronSchedule.parse(spec.cron, spec.timezone)
+        except ScheduleError as exc:
+            raise ValidationError("timezone" if "time zone" in str(exc) else "cron", str(exc)) from None
+        if spec.misfire_policy not in set(MisfirePolicy):
+            raise ValidationError("misfire_policy", f"must be one of skip, run_once, catch_up, got {spec.misfire_policy!r}")
+        if not 0 <= spec.catch_up_limit <= 1000:
+            raise ValidationError("catch_up_limit", f"must be between 0 and 1000, got {spec.catch_up_limit}")
+        if not 0 <= spec.window_s <= MAX_WINDOW_S:
+            raise ValidationError("window", f"must be between 0 and 24 h, got {spec.window_s:g} s")
+        run_at = None
+        kind = "cron"
+        cron: str | None = schedule.expression
+    else:
+        run_at = spec.run_at or now
+        if run_at.tzinfo is None:
+            raise ValidationError("run_at", "must carry a UTC offset")
+        if not EARLIEST_RUN_AT <= run_at <= now + LATEST_RUN_AT:
+            raise ValidationError("run_at", f"{run_at.isoformat()} is out of range (2000-01-01 to 10 years from now)")
+        run_at, kind, cron = run_at.astimezone(UTC), "now" if spec.run_at is None else "at", None
     max_attempts = defaults.max_attempts if spec.max_attempts is None else spec.max_attempts
     if not 1 <= max_attempts <= 100:
         raise ValidationError("max_attempts", f"must be between 1 and 100, got {max_attempts}")
@@ -85,25 +119,109 @@ def validate(spec: JobSpec, defaults: JobsConfig, now: datetime) -> dict[str, An
         raise ValidationError("name", "is longer than 200 characters")
     return {
         "id": uuid.uuid4(), "tenant": spec.tenant, "name": spec.name, "task": spec.task,
-        "params": spec.params, "schedule_kind": "now" if spec.run_at is None else "at",
-        "run_at": run_at.astimezone(UTC), "cron": None, "timezone": "UTC", "misfire_policy": "run_once",
-        "catch_up_limit": 10, "window_s": 0.0, "max_attempts": max_attempts,
-        "backoff_base_s": defaults.backoff_base_s, "backoff_factor": defaults.backoff_factor,
-        "backoff_max_s": defaults.backoff_max_s, "timeout_s": timeout_s,
+        "params": spec.params, "schedule_kind": kind, "run_at": run_at, "cron": cron,
+        "timezone": spec.timezone if cron else "UTC", "misfire_policy": spec.misfire_policy,
+        "catch_up_limit": spec.catch_up_limit, "window_s": spec.window_s if cron else 0.0,
+        "max_attempts": max_attempts, "backoff_base_s": defaults.backoff_base_s,
+        "backoff_factor": defaults.backoff_factor, "backoff_max_s": defaults.backoff_max_s, "timeout_s": timeout_s,
     }  # fmt: skip
 
 
-async def create_job(
-    store: Store, queue: DelayQueue, spec: JobSpec, defaults: JobsConfig, *, horizon_s: float
-) -> tuple[Job, Execution]:
-    """Validate, commit the job and its execution, then ZADD it when it is due inside the horizon."""
-    values = validate(spec, defaults, datetime.now(UTC))
-    job, execution = await store.job_create(values, (uuid.uuid4(), values["run_at"]), horizon_s)
-    assert execution is not None  # a new job cannot collide with an existing slot
-    if execution.status == ExecutionStatus.QUEUED:
+def next_runs(job: Job, after: datetime, count: int) -> list[datetime]:
+    """The job's next `count` due instants (smearing applied) strictly after `after`, in UTC."""
+    if job.schedule_kind != "cron" or job.cron is None:
+        return [job.run_at] if job.run_at and job.run_at > after else []
+    offset = timedelta(seconds=smear_offset_s(str(job.id), job.window_s))
+    return [t + offset for t in CronSchedule(job.cron, job.timezone).next_runs(after - offset, count)]
+
+
+def queued(executions: list[Execution]) -> list[Enqueue]:
+    return [Enqueue(e.id, e.due_at) for e in executions if e.status == ExecutionStatus.QUEUED]
+
+
+class Jobs:
+    def __init__(self, store: Store, queue: DelayQueue, config: Config) -> None:
+        self.store = store
+        self.queue = queue
+        self.config = config
+
+    async def _enqueue(self, entries: list[Enqueue]) -> None:
+        if not entries:
+            return
         try:
-            await queue.add([Enqueue(execution.id, execution.due_at)], only_new=True)
-        except Exception as exc:  # accepted all the same: the sweeper re-enqueues it
-            log.warning("jobs.enqueue_failed", execution_id=str(execution.id), error=str(exc))
-    log.info("jobs.created", job_id=str(job.id), tenant=job.tenant, task=job.task, execution_id=str(execution.id))
-    return job, execution
+            await self.queue.add(entries, only_new=True)
+        except Exception as exc:  # accepted all the same: the sweeper re-enqueues them
+            log.warning("jobs.enqueue_failed", count=len(entries), error=str(exc))
+
+    async def create(self, spec: JobSpec) -> tuple[Job, list[Execution]]:
+        """Validate, commit the job with its first executions (a cron job: its first horizon),
+        then ZADD those due inside the dispatch horizon."""
+        values = validate(spec, self.config, datetime.now(UTC))
+        horizon_s = self.config.dispatcher.horizon_s
+        async with self.store.transaction() as tx:
+            job = await tx.job_insert(values)
+            if job.schedule_kind == "cron":
+                now = await tx.clock_now()
+                executions, enqueue = await materialise_job(tx, job, now, self.config.materialiser, horizon_s)
+            else:
+                assert job.run_at is not None
+                executions = await tx.execution_insert_many(
+                    [(uuid.uuid4(), job.id, job.tenant, job.run_at, job.run_at)], horizon_s
+                )
+                enqueue = queued(executions)
+        await self._enqueue(enqueue)
+        log.info("jobs.created", job_id=str(job.id), tenant=job.tenant, task=job.task, executions=len(executions))
+        return job, executions
+
+    async def get(self, job_id: UUID, tenant: str | None = None) -> Job:
+        job = await self.store.job_get(job_id)
+        if job is None or (tenant is not None and job.tenant != tenant):
+            raise NotFoundError(f"job {job_id} not found")
+        return job
+
+    async def pause(self, job_id: UUID, tenant: str | None = None) -> tuple[Job, int]:
+        """Stop a job; its not-yet-started executions are cancelled. Returns (job, cancelled)."""
+        await self.get(job_id, tenant)
+        async with self.store.transaction() as tx:
+            job = await tx.job_set_enabled(job_id, False, datetime.now(UTC))
+            if job is None:
+                raise NotFoundError(f"job {job_id} not found")
+            cancelled = await tx.execution_cancel_for_job(job_id, "paused")
+        return job, cancelled
+
+    async def resume(self, job_id: UUID, tenant: str | None = None) -> Job:
+        """Start a paused cron job again from now (the paused stretch is not caught up)."""
+        current = await self.get(job_id, tenant)
+        if current.schedule_kind != "cron":
+            raise ValidationError("id", "only recurring (cron) jobs can be resumed; create a new one-off job instead")
+        async with self.store.transaction() as tx:
+            now = await tx.clock_now()
+            job = await tx.job_set_enabled(job_id, True, now)
+            if job is None:
+                raise NotFoundError(f"job {job_id} not found")
+            _, enqueue = await materialise_job(tx, job, now, self.config.materialiser, self.config.dispatcher.horizon_s)
+        await self._enqueue(enqueue)
+        return job
+
+    async def delete(self, job_id: UUID, tenant: str | None = None) -> tuple[Job, int]:
+        """Soft-delete: no further runs, unstarted executions cancelled, history kept."""
+        await self.get(job_id, tenant)
+        async with self.store.transaction() as tx:
+            job = await tx.job_delete(job_id)
+            if job is None:
+                raise NotFoundError(f"job {job_id} not found")
+            cancelled = await tx.execution_cancel_for_job(job_id, "deleted")
+        return job, cancelled
+
+    async def trigger(self, job_id: UUID, tenant: str | None = None) -> Execution:
+        """Run a job once now, besides its schedule. The execution's slot is this instant, so it
+        never takes a scheduled occurrence's place."""
+        job = await self.get(job_id, tenant)
+        if job.deleted_at is not None:
+            raise ValidationError("id", f"job {job_id} is deleted")
+        now = datetime.now(UTC)
+        (execution,) = await self.store.execution_insert_many(
+            [(uuid.uuid4(), job.id, job.tenant, now, now)], self.config.dispatcher.horizon_s
+        )
+        await self._enqueue(queued([execution]))
+        return execution

@@ -58,6 +58,7 @@ class Job(_Row):
     materialised_to: datetime | None
     created_at: datetime
     updated_at: datetime
+    deleted_at: datetime | None
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ class Execution(_Row):
     finished_at: datetime | None
     last_error: str | None
     created_at: datetime
+    reason: str | None  # why it was skipped or cancelled, or 'late_replay'
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import pytest
 
 from schedulerd import registry
 from schedulerd.config import Config, DispatcherConfig, JobsConfig, SweeperConfig, WorkerConfig
-from schedulerd.jobs import JobSpec, create_job
+from schedulerd.jobs import Jobs, JobSpec
 from schedulerd.log import configure as configure_logging
 from schedulerd.models import Execution, Job
 from schedulerd.queue import DelayQueue
@@ -90,7 +90,7 @@ def redis_url(servers: tuple[str, str]) -> str:
 async def store(database_url: str) -> AsyncIterator[Store]:
     """A Store on this run's database, emptied before each test (the loops scan every row)."""
     store = await Store.connect(database_url, min_size=1, max_size=8)
-    await store.pool.execute("TRUNCATE jobs, executions, attempts")
+    await store.db.execute("TRUNCATE jobs, executions, attempts")
     yield store
     await store.close()
 
@@ -122,11 +122,12 @@ def config() -> Config:
 
 @pytest.fixture
 def make_job(store: Store, queue: DelayQueue, config: Config) -> MakeJob:
-    """Create a job through the real write path; keyword arguments override JobSpec fields."""
+    """Create a one-off job through the real write path (JobSpec fields as keywords); returns
+    the job and its execution."""
 
     async def make(task: str = "noop", **overrides: Any) -> tuple[Job, Execution]:
-        spec = JobSpec(task=task, **overrides)
-        return await create_job(store, queue, spec, config.jobs, horizon_s=config.dispatcher.horizon_s)
+        job, executions = await Jobs(store, queue, config).create(JobSpec(task=task, **overrides))
+        return job, executions[0]
 
     return make
 

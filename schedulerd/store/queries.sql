@@ -2,6 +2,10 @@
 -- line; Store has one method per name. Times come from clock_timestamp(): one clock (Postgres's)
 -- judges due times and leases, whatever the replicas' own clocks say.
 
+-- name: clock_now
+-- Postgres's clock: the one clock that judges due times and leases.
+SELECT clock_timestamp();
+
 -- name: job_insert
 -- Record a job definition.
 INSERT INTO jobs (id, tenant, name, task, params, schedule_kind, run_at, cron, timezone,
@@ -11,24 +15,106 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $
 RETURNING *;
 
 -- name: job_get
--- One job by id.
+-- One job by id (deleted ones too: their history stays visible).
 SELECT * FROM jobs WHERE id = $1;
 
--- name: execution_insert
--- Record one occurrence; queued right away when it falls inside the dispatch horizon
--- ($5, seconds), so the caller can ZADD it after commit. Returns nothing on a duplicate slot.
+-- name: job_list
+-- Jobs newest first, optionally of one tenant; deleted ones only when asked.
+SELECT * FROM jobs
+WHERE ($1::text IS NULL OR tenant = $1) AND ($2 OR deleted_at IS NULL)
+ORDER BY created_at DESC, id DESC
+LIMIT $3;
+
+-- name: job_lock
+-- Lock one live job for a change of state (pause, resume, delete, materialise on create).
+SELECT * FROM jobs WHERE id = $1 AND deleted_at IS NULL FOR UPDATE;
+
+-- name: job_set_enabled
+-- Pause or resume; resuming restarts the cursor at $3 (now), so a pause is never caught up.
+UPDATE jobs SET enabled = $2, materialised_to = CASE WHEN $2 THEN $3 ELSE materialised_to END,
+       updated_at = clock_timestamp()
+WHERE id = $1 AND deleted_at IS NULL
+RETURNING *;
+
+-- name: job_delete
+-- Soft-delete: the job stops, its history stays.
+UPDATE jobs SET enabled = false, deleted_at = clock_timestamp(), updated_at = clock_timestamp()
+WHERE id = $1 AND deleted_at IS NULL
+RETURNING *;
+
+-- name: job_due_for_materialising
+-- Enabled cron jobs whose cursor is behind now + horizon ($1 seconds), most behind first, at
+-- most $2; locked with SKIP LOCKED so replicas split the work. Call inside a transaction.
+SELECT *, clock_timestamp() AS now FROM jobs
+WHERE schedule_kind = 'cron' AND enabled AND deleted_at IS NULL
+  AND (materialised_to IS NULL OR materialised_to < clock_timestamp() + make_interval(secs => $1))
+ORDER BY materialised_to NULLS FIRST
+LIMIT $2 FOR UPDATE SKIP LOCKED;
+
+-- name: job_advance_cursor_many
+-- Move materialisers' cursors: every occurrence up to the new value has been written.
+UPDATE jobs j SET materialised_to = c.materialised_to
+FROM unnest($1::uuid[], $2::timestamptz[]) AS c(id, materialised_to)
+WHERE j.id = c.id;
+
+-- name: job_horizon
+-- The materialiser horizon: the least-advanced cursor of enabled cron jobs (NULL: none).
+SELECT min(materialised_to) AS horizon, clock_timestamp() AS now FROM jobs
+WHERE schedule_kind = 'cron' AND enabled AND deleted_at IS NULL;
+
+-- name: execution_insert_many
+-- Record occurrences (ids, job, tenant, scheduled_for, due_at); those due inside the dispatch
+-- horizon ($6 seconds) are queued at once. Duplicate slots are ignored, so materialising twice
+-- (or on two replicas) never makes a second execution of one occurrence.
 INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enqueued_at)
-SELECT $1, $2, $3, $4, $4, s.status, CASE WHEN s.status = 'queued' THEN clock_timestamp() END
-FROM (SELECT CASE WHEN $4 <= clock_timestamp() + make_interval(secs => $5) THEN 'queued' ELSE 'pending' END AS status) s
+SELECT o.id, o.job_id, o.tenant, o.scheduled_for, o.due_at,
+       CASE WHEN o.due_at <= clock_timestamp() + make_interval(secs => $6) THEN 'queued' ELSE 'pending' END,
+       CASE WHEN o.due_at <= clock_timestamp() + make_interval(secs => $6) THEN clock_timestamp() END
+FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[], $5::timestamptz[])
+     AS o(id, job_id, tenant, scheduled_for, due_at)
 ON CONFLICT (job_id, scheduled_for) DO NOTHING
 RETURNING *;
+
+-- name: execution_cancel_for_job
+-- Cancel a job's executions that have not started (pause, delete); $2 is the reason.
+UPDATE executions SET status = 'cancelled', reason = $2, finished_at = clock_timestamp()
+WHERE job_id = $1 AND status IN ('pending', 'queued')
+RETURNING id;
+
+-- name: execution_missed
+-- Unstarted first attempts of cron jobs overdue by more than the grace ($1 seconds), grouped by
+-- job, oldest first, at most $2 (of job $3 only, when given): input to the misfire policy.
+-- Rows already replayed late and manual triggers (reason set) are excluded.
+SELECT e.id, e.job_id, e.scheduled_for, j.misfire_policy, j.catch_up_limit
+FROM executions e JOIN jobs j ON j.id = e.job_id
+WHERE e.status IN ('pending', 'queued') AND e.attempt = 0 AND e.reason IS NULL
+  AND e.due_at < clock_timestamp() - make_interval(secs => $1) AND j.schedule_kind = 'cron'
+  AND ($3::uuid IS NULL OR e.job_id = $3)
+ORDER BY e.job_id, e.scheduled_for
+LIMIT $2;
+
+-- name: execution_skip_many
+-- Mark missed occurrences skipped by the misfire policy, unless one was claimed meanwhile.
+-- Returns the ids skipped.
+UPDATE executions SET status = 'skipped', reason = 'misfire_skip', finished_at = clock_timestamp()
+WHERE id = ANY($1::uuid[]) AND status IN ('pending', 'queued') AND attempt = 0
+RETURNING id;
+
+-- name: execution_replay_many
+-- Let missed occurrences run late, spread by the given delays (seconds) so a recovery is not a
+-- second outage. Returns them for ZADD at their new due times.
+UPDATE executions e SET status = 'queued', reason = 'late_replay', enqueued_at = clock_timestamp(),
+       due_at = clock_timestamp() + make_interval(secs => r.delay_s)
+FROM unnest($1::uuid[], $2::float8[]) AS r(id, delay_s)
+WHERE e.id = r.id AND e.status IN ('pending', 'queued') AND e.attempt = 0
+RETURNING e.id, e.due_at;
 
 -- name: execution_get
 -- One execution by id.
 SELECT * FROM executions WHERE id = $1;
 
 -- name: execution_list
--- Executions newest first, optionally filtered by tenant, job and status.
+-- Executions newest first (by scheduled time), optionally filtered by tenant, job and status.
 SELECT * FROM executions
 WHERE ($1::text IS NULL OR tenant = $1)
   AND ($2::uuid IS NULL OR job_id = $2)

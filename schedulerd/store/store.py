@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -63,8 +64,10 @@ async def _init_connection(connection: asyncpg.Connection) -> None:
 
 
 class Store:
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self.pool = pool
+    """Methods run on a pool, or on one connection inside `transaction()`."""
+
+    def __init__(self, db: asyncpg.Pool | asyncpg.Connection) -> None:
+        self.db = db
 
     @classmethod
     async def connect(cls, database_url: str, *, min_size: int = 2, max_size: int = 10) -> Store:
@@ -72,73 +75,123 @@ class Store:
         return cls(pool)
 
     async def close(self) -> None:
-        await self.pool.close()
+        await self.db.close()
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Store]:
+        """A Store bound to one connection; everything in the block commits together."""
+        async with self.db.acquire() as connection, connection.transaction():
+            yield Store(connection)
+
+    async def clock_now(self) -> datetime:
+        return await self.db.fetchval(QUERIES["clock_now"])
 
     # --- jobs -------------------------------------------------------------------------------
 
-    async def job_create(
-        self, job: dict[str, Any], first_execution: tuple[UUID, datetime] | None, horizon_s: float
-    ) -> tuple[Job, Execution | None]:
-        """Insert a job and (for one-off jobs) its execution in one transaction."""
-        async with self.pool.acquire() as connection, connection.transaction():
-            job_row = await connection.fetchrow(
-                QUERIES["job_insert"],
-                job["id"], job["tenant"], job["name"], job["task"], job["params"], job["schedule_kind"],
-                job["run_at"], job["cron"], job["timezone"], job["misfire_policy"], job["catch_up_limit"],
-                job["window_s"], job["max_attempts"], job["backoff_base_s"], job["backoff_factor"],
-                job["backoff_max_s"], job["timeout_s"],
-            )  # fmt: skip
-            execution = None
-            if first_execution is not None:
-                execution_id, scheduled_for = first_execution
-                row = await connection.fetchrow(
-                    QUERIES["execution_insert"], execution_id, job["id"], job["tenant"], scheduled_for, horizon_s
-                )
-                execution = Execution.from_row(row)
-        return Job.from_row(job_row), execution
+    async def job_insert(self, job: dict[str, Any]) -> Job:
+        row = await self.db.fetchrow(
+            QUERIES["job_insert"],
+            job["id"], job["tenant"], job["name"], job["task"], job["params"], job["schedule_kind"],
+            job["run_at"], job["cron"], job["timezone"], job["misfire_policy"], job["catch_up_limit"],
+            job["window_s"], job["max_attempts"], job["backoff_base_s"], job["backoff_factor"],
+            job["backoff_max_s"], job["timeout_s"],
+        )  # fmt: skip
+        return Job.from_row(row)
 
     async def job_get(self, job_id: UUID) -> Job | None:
-        row = await self.pool.fetchrow(QUERIES["job_get"], job_id)
+        row = await self.db.fetchrow(QUERIES["job_get"], job_id)
         return Job.from_row(row) if row else None
 
-    # --- executions: reads ------------------------------------------------------------------
+    async def job_list(self, *, tenant: str | None = None, deleted: bool = False, limit: int = 100) -> list[Job]:
+        rows = await self.db.fetch(QUERIES["job_list"], tenant, deleted, limit)
+        return [Job.from_row(r) for r in rows]
 
+    async def job_lock(self, job_id: UUID) -> Job | None:
+        row = await self.db.fetchrow(QUERIES["job_lock"], job_id)
+        return Job.from_row(row) if row else None
+
+    async def job_set_enabled(self, job_id: UUID, enabled: bool, cursor: datetime) -> Job | None:
+        row = await self.db.fetchrow(QUERIES["job_set_enabled"], job_id, enabled, cursor)
+        return Job.from_row(row) if row else None
+
+    async def job_delete(self, job_id: UUID) -> Job | None:
+        row = await self.db.fetchrow(QUERIES["job_delete"], job_id)
+        return Job.from_row(row) if row else None
+
+    async def job_due_for_materialising(self, horizon_s: float, limit: int) -> tuple[list[Job], datetime | None]:
+        """Locked jobs whose cursor is behind, and Postgres's now (None when there are none)."""
+        rows = await self.db.fetch(QUERIES["job_due_for_materialising"], horizon_s, limit)
+        return [Job.from_row(r) for r in rows], (rows[0]["now"] if rows else None)
+
+    async def job_advance_cursor_many(self, cursors: Sequence[tuple[UUID, datetime]]) -> None:
+        await self.db.execute(QUERIES["job_advance_cursor_many"], [c[0] for c in cursors], [c[1] for c in cursors])
+
+    async def job_horizon(self) -> tuple[datetime | None, datetime]:
+        """(least-advanced cursor of enabled cron jobs or None, Postgres's now)."""
+        row = await self.db.fetchrow(QUERIES["job_horizon"])
+        return row["horizon"], row["now"]
+
+    # --- executions: writes on behalf of jobs ------------------------------------------------
+
+    async def execution_insert_many(
+        self, occurrences: Sequence[tuple[UUID, UUID, str, datetime, datetime]], horizon_s: float
+    ) -> list[Execution]:
+        """Insert (id, job_id, tenant, scheduled_for, due_at) rows, skipping taken slots; returns
+        the new rows (ZADD the queued ones after commit)."""
+        columns = list(zip(*occurrences)) if occurrences else [[], [], [], [], []]
+        rows = await self.db.fetch(QUERIES["execution_insert_many"], *columns, horizon_s)
+        return [Execution.from_row(r) for r in rows]
+
+    async def execution_cancel_for_job(self, job_id: UUID, reason: str) -> int:
+        return len(await self.db.fetch(QUERIES["execution_cancel_for_job"], job_id, reason))
+
+    async def execution_missed(self, grace_s: float, limit: int, job_id: UUID | None = None) -> list[Any]:
+        return await self.db.fetch(QUERIES["execution_missed"], grace_s, limit, job_id)
+
+    async def execution_skip_many(self, execution_ids: Sequence[UUID]) -> set[UUID]:
+        return {r["id"] for r in await self.db.fetch(QUERIES["execution_skip_many"], execution_ids)}
+
+    async def execution_replay_many(self, replays: Sequence[tuple[UUID, float]]) -> list[Enqueue]:
+        rows = await self.db.fetch(QUERIES["execution_replay_many"], [r[0] for r in replays], [r[1] for r in replays])
+        return [Enqueue(r["id"], r["due_at"]) for r in rows]
+
+    # --- executions: reads ------------------------------------------------------------------
     async def execution_get(self, execution_id: UUID) -> Execution | None:
-        row = await self.pool.fetchrow(QUERIES["execution_get"], execution_id)
+        row = await self.db.fetchrow(QUERIES["execution_get"], execution_id)
         return Execution.from_row(row) if row else None
 
     async def execution_list(
         self, *, tenant: str | None = None, job_id: UUID | None = None, status: str | None = None, limit: int = 50
     ) -> list[Execution]:
-        rows = await self.pool.fetch(QUERIES["execution_list"], tenant, job_id, status, limit)
+        rows = await self.db.fetch(QUERIES["execution_list"], tenant, job_id, status, limit)
         return [Execution.from_row(r) for r in rows]
 
     async def attempt_list(self, execution_id: UUID) -> list[Attempt]:
-        rows = await self.pool.fetch(QUERIES["attempt_list"], execution_id)
+        rows = await self.db.fetch(QUERIES["attempt_list"], execution_id)
         return [Attempt.from_row(r) for r in rows]
 
     # --- executions: the loops' statements ---------------------------------------------------
 
     async def execution_dispatch_due(self, horizon_s: float, limit: int) -> list[Enqueue]:
-        rows = await self.pool.fetch(QUERIES["execution_dispatch_due"], horizon_s, limit)
+        rows = await self.db.fetch(QUERIES["execution_dispatch_due"], horizon_s, limit)
         return [Enqueue(r["id"], r["due_at"]) for r in rows]
 
     async def execution_claim_many(self, execution_ids: Sequence[str], lease_s: float, worker: str) -> list[Claim]:
-        rows = await self.pool.fetch(QUERIES["execution_claim_many"], execution_ids, lease_s, worker)
+        rows = await self.db.fetch(QUERIES["execution_claim_many"], execution_ids, lease_s, worker)
         return [Claim.from_row(r) for r in rows]
 
     async def execution_heartbeat_many(
         self, held: Sequence[tuple[UUID, int]], lease_s: float
     ) -> set[UUID]:
         """Extend leases; returns the ids whose lease still holds."""
-        rows = await self.pool.fetch(
+        rows = await self.db.fetch(
             QUERIES["execution_heartbeat_many"], [h[0] for h in held], [h[1] for h in held], lease_s
         )
         return {r["id"] for r in rows}
 
     async def execution_finish_many(self, outcomes: Sequence[Outcome]) -> list[tuple[UUID, str, datetime]]:
         """Record outcomes guarded by fence; returns (id, new status, due_at) of those that took effect."""
-        rows = await self.pool.fetch(
+        rows = await self.db.fetch(
             QUERIES["execution_finish_many"],
             [o.execution_id for o in outcomes],
             [o.fence for o in outcomes],
@@ -150,13 +203,13 @@ class Store:
         return [(r["id"], r["status"], r["due_at"]) for r in rows]
 
     async def execution_reclaim_expired(self, limit: int) -> list[tuple[UUID, str, datetime]]:
-        rows = await self.pool.fetch(QUERIES["execution_reclaim_expired"], limit)
+        rows = await self.db.fetch(QUERIES["execution_reclaim_expired"], limit)
         return [(r["id"], r["status"], r["due_at"]) for r in rows]
 
     async def execution_queued_overdue(self, grace_s: float, limit: int) -> list[Enqueue]:
-        rows = await self.pool.fetch(QUERIES["execution_queued_overdue"], grace_s, limit)
+        rows = await self.db.fetch(QUERIES["execution_queued_overdue"], grace_s, limit)
         return [Enqueue(r["id"], r["due_at"]) for r in rows]
 
     async def execution_queued_page(self, after: tuple[datetime, UUID], limit: int) -> list[Enqueue]:
-        rows = await self.pool.fetch(QUERIES["execution_queued_page"], after[0], after[1], limit)
+        rows = await self.db.fetch(QUERIES["execution_queued_page"], after[0], after[1], limit)
         return [Enqueue(r["id"], r["due_at"]) for r in rows]

@@ -50,18 +50,18 @@ async def test_redis_losing_its_data_mid_run_loses_nothing(make_job, store, queu
     await queue.delete_all()  # FLUSHALL, as far as this deployment's keys go
 
     async def all_finished():
-        rows = await store.pool.fetch("SELECT status, count(*) FROM executions GROUP BY status")
+        rows = await store.db.fetch("SELECT status, count(*) FROM executions GROUP BY status")
         counts = {r["status"]: r["count"] for r in rows}
         return counts.get("succeeded") == len(executions) and counts
 
     await wait_for(all_finished, timeout_s=30)
-    lag = await store.pool.fetchrow(
+    lag = await store.db.fetchrow(
         """SELECT max(first_started_at - due_at) AS worst, max(attempt) AS attempts,
                   max(first_started_at) FILTER (WHERE due_at <= $1) AS last_before
            FROM executions""",
         flushed_at,
     )
-    recovered = await store.pool.fetchval(
+    recovered = await store.db.fetchval(
         "SELECT max(first_started_at - due_at) FROM executions WHERE due_at > $1", flushed_at
     )
     print(f"\nredis flushed: 300/300 succeeded, max attempts {lag['attempts']}, "

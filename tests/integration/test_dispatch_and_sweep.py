@@ -6,7 +6,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from schedulerd.dispatcher import Dispatcher
-from schedulerd.jobs import JobSpec, create_job
+from schedulerd.jobs import Jobs, JobSpec
 from schedulerd.models import ExecutionStatus
 from schedulerd.queue import DelayQueue
 from tests.integration.conftest import run_until_idle
@@ -38,7 +38,7 @@ async def test_job_is_accepted_when_redis_is_down_and_the_sweeper_enqueues_it(
     store, queue, sweeper, config, make_worker
 ) -> None:
     unreachable = DelayQueue.connect("redis://127.0.0.1:1/0", "nowhere")
-    job, execution = await create_job(store, unreachable, JobSpec(task="noop"), config.jobs, horizon_s=300)
+    job, (execution,) = await Jobs(store, unreachable, config).create(JobSpec(task="noop"))
     await unreachable.close()
     assert execution.status == ExecutionStatus.QUEUED  # committed before the failed ZADD
     assert await queue.missing([str(execution.id)]) == [str(execution.id)]
@@ -87,7 +87,7 @@ async def test_sweeper_fails_an_expired_lease_with_attempts_spent(make_job, make
     _, execution = await make_job("sleep", params={"seconds": 30}, max_attempts=1)
     worker = make_worker()
     assert await worker.run_once() == 1
-    await store.pool.execute("UPDATE executions SET lease_until = now() - interval '1 second'")
+    await store.db.execute("UPDATE executions SET lease_until = now() - interval '1 second'")
 
     result = await sweeper.run_once()
 
@@ -104,6 +104,6 @@ async def test_sweeper_never_undoes_a_completion(make_job, make_worker, store, s
     final = await run_until_idle(worker, store, execution.id)
     assert final.status == ExecutionStatus.SUCCEEDED
     # Even with a (stale) lease time in the past, a finished row is not reclaimed.
-    await store.pool.execute("UPDATE executions SET lease_until = now() - interval '1 second'")
+    await store.db.execute("UPDATE executions SET lease_until = now() - interval '1 second'")
     assert (await sweeper.run_once()).reclaimed == 0
     assert (await store.execution_get(execution.id)).status == ExecutionStatus.SUCCEEDED

@@ -91,7 +91,7 @@ async def test_stale_fence_cannot_finish_or_heartbeat(make_job, make_worker, sto
     zombie = make_worker("zombie")
     assert await zombie.run_once() == 1
     # The zombie froze: its lease runs out and the sweeper hands the execution back.
-    await store.pool.execute("UPDATE executions SET lease_until = now() - interval '1 second' WHERE id = $1", execution.id)
+    await store.db.execute("UPDATE executions SET lease_until = now() - interval '1 second' WHERE id = $1", execution.id)
     assert (await sweeper.run_once()).reclaimed == 1
 
     # Waking up, the zombie's heartbeat finds the lease lost and cancels its handler...
@@ -168,7 +168,7 @@ async def test_concurrency_limit_caps_claims(make_job, make_worker) -> None:
 
 async def test_unknown_task_on_this_worker_fails_the_attempt(make_job, make_worker, store) -> None:
     _, execution = await make_job("noop", max_attempts=1)
-    await store.pool.execute("UPDATE jobs SET task = 'not.loaded.here'")
+    await store.db.execute("UPDATE jobs SET task = 'not.loaded.here'")
     final = await run_until_idle(make_worker(), store, execution.id)
     assert final.status == ExecutionStatus.FAILED
     assert "unknown task type 'not.loaded.here'" in final.last_error

@@ -3,7 +3,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from schedulerd import registry
-from schedulerd.config import JobsConfig
+from schedulerd.config import Config
 from schedulerd.errors import ValidationError
 from schedulerd.jobs import JobSpec, validate
 
@@ -30,11 +30,11 @@ registry.load_modules([])
 )
 def test_bad_job_specs_name_the_field(spec, field, message) -> None:
     with pytest.raises(ValidationError, match=message) as raised:
-        validate(spec, JobsConfig(), NOW)
+        validate(spec, Config(), NOW)
     assert raised.value.field == field
 
 
 def test_defaults_fill_unset_fields() -> None:
-    values = validate(JobSpec(task="noop"), JobsConfig(), NOW)
+    values = validate(JobSpec(task="noop"), Config(), NOW)
     assert values["run_at"] == NOW and values["schedule_kind"] == "now"
     assert (values["max_attempts"], values["backoff_base_s"], values["backoff_factor"]) == (3, 5.0, 5.0)

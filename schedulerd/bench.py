@@ -1,0 +1,394 @@
+"""Benchmark harness: K daemon replicas on a throwaway database and Redis prefix, a bulk-inserted
+workload of `noop` executions, and metrics computed from the rows in Postgres (one JSON line last).
+Usage: scripts/bench --quick | steady --rate R --duration S | spike --count N  [--replicas K] [--set KEY=VALUE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import asyncpg
+import redis.asyncio as aioredis
+
+from schedulerd.config import JobsConfig
+from schedulerd.store import migrate
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+REDIS_URL = "redis://127.0.0.1:6379/0"
+FINAL = ("succeeded", "failed")
+JOBS = 100  # executions are spread round-robin over this many 'at' jobs
+
+INSERT_JOBS = """
+INSERT INTO jobs (id, tenant, name, task, params, schedule_kind, run_at, max_attempts,
+                  backoff_base_s, backoff_factor, backoff_max_s, timeout_s)
+SELECT gen_random_uuid(), 'bench', 'bench-' || g, 'noop', '{}', 'at', $1, $3, $4, $5, $6, $7
+FROM generate_series(0, $2 - 1) g
+RETURNING id
+"""
+# $3: microseconds between consecutive due times (0 for a spike); in a spike, execution g gets
+# g / jobs extra microseconds so scheduled_for stays unique per job (UNIQUE (job_id, scheduled_for)).
+INSERT_EXECUTIONS = """
+INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status)
+SELECT gen_random_uuid(), ($4::uuid[])[1 + g % cardinality($4::uuid[])], 'bench', t, t, 'pending'
+FROM generate_series(0, $2 - 1) g,
+     LATERAL (SELECT $1::timestamptz + make_interval(secs => CASE WHEN $3::float8 > 0
+              THEN round(g * $3::float8) ELSE g / cardinality($4::uuid[]) END / 1e6) AS t) s
+"""
+# Cheap to poll: each EXISTS is a probe of one of the small partial indexes.
+UNFINISHED = """
+SELECT EXISTS (SELECT 1 FROM executions WHERE status = 'pending')
+    OR EXISTS (SELECT 1 FROM executions WHERE status = 'queued')
+    OR EXISTS (SELECT 1 FROM executions WHERE status = 'running')
+"""
+RESULTS = """
+SELECT count(*) AS executions,
+       count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
+       count(*) FILTER (WHERE status = 'failed') AS failed,
+       count(*) FILTER (WHERE status NOT IN ('succeeded', 'failed')) AS unfinished,
+       count(*) FILTER (WHERE first_started_at IS NULL AND scheduled_for <= clock_timestamp()) AS lost,
+       count(*) FILTER (WHERE attempt > 1) AS duplicates,
+       count(first_started_at) AS started,
+       extract(epoch FROM max(first_started_at) - min(first_started_at)) AS start_span_s,
+       1000 * percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM first_started_at - scheduled_for)) AS lag_p50_ms,
+       1000 * percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM first_started_at - scheduled_for)) AS lag_p99_ms,
+       1000 * max(extract(epoch FROM first_started_at - scheduled_for)) AS lag_max_ms,
+       extract(epoch FROM max(finished_at) - max(scheduled_for)) AS drain_s
+FROM executions
+"""
+# Attempt rows beyond one per execution: an attempt that was abandoned (lease expired) or failed.
+EXTRA_ATTEMPTS = "SELECT coalesce(sum(n - 1), 0) FROM (SELECT count(*) AS n FROM attempts GROUP BY execution_id) a"
+
+
+@dataclass
+class Workload:
+    scenario: str
+    count: int
+    spacing_us: float  # between consecutive due times; 0 = all at once
+    duration_s: float  # last due time minus the first
+
+
+@dataclass
+class Replica:
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    cpu_at_ready_s: float = 0.0
+
+
+def _with_database(url: str, name: str) -> str:
+    base, _, _ = url.rpartition("/")
+    return f"{base}/{name}"
+
+
+def _port(url: str, default: int) -> int:
+    return urlsplit(url).port or default
+
+
+def _proc_status_kb(pid: int, field: str) -> int:
+    """A kB value from /proc/<pid>/status (e.g. VmHWM, the peak resident set size)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds used so far by a process (from /proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _backend_cpu_s(pids: list[int]) -> dict[int, float]:
+    """CPU seconds of these Postgres backends (those we cannot read are left out)."""
+    cpu = {}
+    for pid in pids:
+        try:
+            cpu[pid] = _cpu_s(pid)
+        except OSError:
+            pass
+    return cpu
+
+
+async def _server_cpu(db: asyncpg.Connection, rds: aioredis.Redis) -> tuple[dict[int, float], float]:
+    """(CPU per Postgres backend serving this database, Redis server's user+sys CPU seconds)."""
+    pids = await db.fetch("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+    info = await rds.info("cpu")
+    return _backend_cpu_s([r["pid"] for r in pids]), float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def _connected(pid: int, ports: set[int]) -> bool:
+    """Whether the process holds an established TCP connection to every one of these ports."""
+    import psutil
+
+    try:
+        conns = psutil.Process(pid).net_connections(kind="tcp")
+    except psutil.Error:
+        return False
+    return ports <= {c.raddr.port for c in conns if c.raddr and c.status == psutil.CONN_ESTABLISHED}
+
+
+def start_replicas(k: int, database_url: str, redis_url: str, prefix: str, settings: dict[str, str], log_dir: Path) -> list[Replica]:
+    replicas = []
+    for n in range(1, k + 1):
+        env = {
+            **os.environ,
+            "SCHEDULERD_CONFIG": str(REPO_ROOT / "config.toml"),
+            "SCHEDULERD_DATABASE_URL": database_url,
+            "SCHEDULERD_REDIS_URL": redis_url,
+            "SCHEDULERD_REDIS_PREFIX": prefix,
+            "SCHEDULERD_DAEMON_WORKER_ID": f"bench-{n}",
+            "SCHEDULERD_LOG_LEVEL": "warning",
+            "SCHEDULERD_LOG_FORMAT": "json",
+            **settings,
+        }
+        log_path = log_dir / f"bench-{n}.log"
+        with log_path.open("wb") as log_file:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "schedulerd", "run"], env=env, cwd=REPO_ROOT,
+                stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,  # Ctrl-C reaches only us
+            )  # fmt: skip
+        replicas.append(Replica(f"bench-{n}", process, log_path))
+    return replicas
+
+
+def stop_replicas(replicas: list[Replica]) -> None:
+    """SIGTERM, then SIGKILL whatever is still there after 5 s."""
+    for r in replicas:
+        if r.process.poll() is None:
+            r.process.terminate()
+    deadline = time.monotonic() + 5
+    for r in replicas:
+        try:
+            r.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            r.process.kill()
+            r.process.wait()
+
+
+def _check_alive(replicas: list[Replica]) -> None:
+    for r in replicas:
+        if r.process.poll() is not None:
+            tail = r.log_path.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"replica {r.name} exited with status {r.process.returncode}; log tail:\n{tail}")
+
+
+async def wait_ready(replicas: list[Replica], ports: set[int], timeout_s: float = 60.0) -> None:
+    """Wait until every replica is connected to Postgres and Redis (its loops are running)."""
+    deadline = time.monotonic() + timeout_s
+    while not all(_connected(r.process.pid, ports) for r in replicas):
+        _check_alive(replicas)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"replicas not connected to Postgres and Redis after {timeout_s:g} s")
+        await asyncio.sleep(0.2)
+
+
+async def run_bench(args: argparse.Namespace, workload: Workload) -> dict[str, Any]:
+    """Set up, run the workload, measure, tear down. Metrics come from the rows in Postgres:
+
+    lost: due but never started (first_started_at IS NULL). duplicates: executions started more
+    than once (attempt > 1; noop never fails, so any retry is a redelivery); extra_attempts:
+    attempts rows beyond one per execution (abandoned or failed attempts). lag_*_ms:
+    first_started_at - scheduled_for. throughput_per_s: executions started / (last first start -
+    first first start), i.e. the start rate sustained over the run; for steady it is capped by
+    the offered rate, for spike it is the capacity. drain_s: last finished_at - last
+    scheduled_for. rss_mb_max: largest replica's peak RSS (VmHWM, MiB). cpu_s: all replicas'
+    user+sys CPU seconds over their lifetime (cpu_workload_s: since they were ready).
+    pg_cpu_s: CPU seconds of the Postgres backends serving the bench database, from ready to the
+    end; redis_cpu_s: the whole Redis server's CPU seconds meanwhile (shared: others count too).
+    """
+    admin_url = os.environ.get("SCHEDULERD_TEST_DATABASE_URL", ADMIN_URL)
+    redis_url = os.environ.get("SCHEDULERD_TEST_REDIS_URL", REDIS_URL)
+    token = uuid.uuid4().hex[:10]
+    db_name, prefix = f"schedulerd_bench_{token}", f"schedulerd-bench-{token}"
+    database_url = _with_database(admin_url, db_name)
+    log_dir = Path(tempfile.mkdtemp(prefix=f"schedulerd-bench-{token}-"))
+    settings = {f"SCHEDULERD_{k.upper()}": v for k, v in args.settings}
+    replicas: list[Replica] = []
+    admin = await asyncpg.connect(admin_url)
+    db: asyncpg.Connection | None = None
+    rds = aioredis.from_url(redis_url)
+    created = False
+    try:
+        await admin.execute(f'CREATE DATABASE "{db_name}"')
+        created = True
+        await migrate(database_url)
+        db = await asyncpg.connect(database_url)
+        replicas = start_replicas(args.replicas, database_url, redis_url, prefix, settings, log_dir)
+        await wait_ready(replicas, {_port(database_url, 5432), _port(redis_url, 6379)})
+        for r in replicas:
+            r.cpu_at_ready_s = _cpu_s(r.process.pid)
+        pg_cpu_before, redis_cpu_before = await _server_cpu(db, rds)
+
+        # Write the workload: due times start `lead_s` from now, so start-up is not measured.
+        jobs = JobsConfig()
+        insert_started = time.monotonic()
+        t0: datetime = await db.fetchval("SELECT clock_timestamp() + make_interval(secs => $1)", args.lead)
+        job_ids = [row["id"] for row in await db.fetch(
+            INSERT_JOBS, t0, min(JOBS, workload.count), jobs.max_attempts, jobs.backoff_base_s,
+            jobs.backoff_factor, jobs.backoff_max_s, jobs.timeout_s,
+        )]  # fmt: skip
+        await db.execute(INSERT_EXECUTIONS, t0, workload.count, workload.spacing_us, job_ids)
+        insert_s = time.monotonic() - insert_started
+        while await db.fetchval("SELECT count(*) FROM executions WHERE status = 'pending'"):
+            await asyncio.sleep(0.1)
+        dispatched_s = time.monotonic() - insert_started
+        if dispatched_s > args.lead:
+            print(f"bench: warning: inserting and dispatching took {dispatched_s:.1f} s, more than the "
+                  f"{args.lead:g} s lead: early lag includes it (raise --lead)", file=sys.stderr)  # fmt: skip
+
+        # Wait for every execution to be final, or for the last due time plus the drain timeout.
+        deadline = insert_started + args.lead + workload.duration_s + args.drain_timeout
+        while time.monotonic() < deadline:
+            _check_alive(replicas)
+            if not await db.fetchval(UNFINISHED):
+                break
+            await asyncio.sleep(0.5)
+        crashed = [r.name for r in replicas if r.process.poll() is not None]
+
+        # Process metrics before anything is killed.
+        alive = [r for r in replicas if r.process.poll() is None]
+        rss_mb_max = max((_proc_status_kb(r.process.pid, "VmHWM") for r in alive), default=0) / 1024
+        cpu_s = sum(_cpu_s(r.process.pid) for r in alive)
+        cpu_workload_s = cpu_s - sum(r.cpu_at_ready_s for r in alive)
+        pg_cpu_after, redis_cpu_after = await _server_cpu(db, rds)
+        pg_cpu_s = sum(cpu - pg_cpu_before.get(pid, 0.0) for pid, cpu in pg_cpu_after.items())
+
+        row = dict(await db.fetchrow(RESULTS))
+        extra_attempts = await db.fetchval(EXTRA_ATTEMPTS)
+        span = row.pop("start_span_s")
+        started = row.pop("started")
+        result: dict[str, Any] = {
+            "scenario": workload.scenario,
+            "replicas": args.replicas,
+            **({"rate": args.rate, "duration": args.duration} if workload.scenario == "steady" else {}),
+            **({"count": args.count} if workload.scenario == "spike" else {}),
+            "settings": dict(args.settings),
+            **{k: (v if isinstance(v, int) or v is None else round(float(v), 1 if k.endswith("_ms") else 3))
+               for k, v in row.items()},
+            "extra_attempts": int(extra_attempts),
+            "throughput_per_s": round(started / float(span), 1) if span else None,
+            "rss_mb_max": round(rss_mb_max, 1),
+            "cpu_s": round(cpu_s, 2),
+            "cpu_workload_s": round(cpu_workload_s, 2),
+            "pg_cpu_s": round(pg_cpu_s, 2),
+            "redis_cpu_s": round(redis_cpu_after - redis_cpu_before, 2),
+            "insert_s": round(insert_s, 2),
+            "dispatched_s": round(dispatched_s, 2),
+            "crashed": crashed,
+            "run_id": token,  # database schedulerd_bench_<run_id>, Redis prefix schedulerd-bench-<run_id>
+            "logs": str(log_dir),
+        }  # fmt: skip
+        return result
+    finally:
+        stop_replicas(replicas)
+        if db is not None:
+            await db.close()
+        if created and args.keep_db:
+            print(f"bench: kept database {database_url}", file=sys.stderr)
+        elif created:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
+        await admin.close()
+        for pattern in (f"{{{prefix}}}*", f"{prefix}*"):
+            keys = [key async for key in rds.scan_iter(match=pattern)]
+            if keys:
+                await rds.delete(*keys)
+        await rds.aclose()
+
+
+def _setting(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", key):
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE (e.g. WORKER_CONCURRENCY=256), got {text!r}")
+    return key.upper(), value
+
+
+def _parser() -> argparse.ArgumentParser:
+    def common(p: argparse.ArgumentParser, suppress: bool) -> None:
+        # Defaults live on the top-level parser only, so options given before the scenario survive.
+        d = (lambda v: argparse.SUPPRESS) if suppress else (lambda v: v)
+        p.add_argument("--replicas", type=int, default=d(2), help="daemon processes to start (default 2)")
+        p.add_argument("--set", dest="settings", type=_setting, action="append", default=d([]), metavar="KEY=VALUE",
+                       help="daemon setting, passed as env SCHEDULERD_KEY=VALUE (repeatable)")  # fmt: skip
+        p.add_argument("--lead", type=float, default=d(5.0), help="seconds from workload insert to the first due time")
+        p.add_argument("--drain-timeout", type=float, default=d(120.0),
+                       help="seconds after the last due time to wait for every execution to finish")  # fmt: skip
+        p.add_argument("--keep-db", action="store_true", default=d(False), help="keep the database for inspection")
+
+    parser = argparse.ArgumentParser(prog="scripts/bench", description="Benchmark schedulerd: K replicas, a bulk-inserted noop workload, metrics from Postgres.")
+    common(parser, suppress=False)
+    parser.add_argument("--quick", action="store_true", help="CI smoke test: steady 500/s for 5 s; fails on lost or duplicates")
+    scenarios = parser.add_subparsers(dest="scenario", metavar="{steady,spike,cron}")
+    steady = scenarios.add_parser("steady", help="R*S one-off executions due uniformly at R per second")
+    steady.add_argument("--rate", type=float, required=True, help="executions due per second")
+    steady.add_argument("--duration", type=float, required=True, help="seconds over which they fall due")
+    spike = scenarios.add_parser("spike", help="N executions due at the same instant")
+    spike.add_argument("--count", type=int, required=True)
+    cron = scenarios.add_parser("cron", help="J recurring jobs (not available yet)")
+    cron.add_argument("--jobs", type=int, required=True)
+    cron.add_argument("--window", default="60s")
+    for p in (steady, spike, cron):
+        common(p, suppress=True)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.scenario == "cron":
+        print("bench: cron: not available yet: recurring jobs land with issue 3", file=sys.stderr)
+        return 2
+    if args.quick and args.scenario is None:
+        args.scenario, args.rate, args.duration = "steady", 500.0, 5.0
+    if args.scenario is None:
+        print("bench: give a scenario (steady, spike) or --quick", file=sys.stderr)
+        return 2
+    if args.scenario == "steady":
+        count = round(args.rate * args.duration)
+        workload = Workload("steady", count, 1e6 / args.rate, (count - 1) / args.rate)
+    else:
+        workload = Workload("spike", args.count, 0.0, 0.0)
+    if workload.count < 1 or args.replicas < 1:
+        print("bench: the workload and --replicas must be at least 1", file=sys.stderr)
+        return 2
+
+    def on_sigterm(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # unwinds through run_bench's finally, like Ctrl-C
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        result = asyncio.run(run_bench(args, workload))
+    except KeyboardInterrupt:
+        print("bench: interrupted; replicas, database and Redis keys cleaned up", file=sys.stderr)
+        return 130
+
+    r = result
+    print(f"{r['scenario']}: {r['executions']} executions on {r['replicas']} replica(s): "
+          f"{r['succeeded']} succeeded, {r['failed']} failed, {r['unfinished']} unfinished, "
+          f"{r['lost']} lost, {r['duplicates']} started more than once")  # fmt: skip
+    print(f"throughput {r['throughput_per_s']}/s; start lag p50 {r['lag_p50_ms']} ms, p99 {r['lag_p99_ms']} ms, "
+          f"max {r['lag_max_ms']} ms; drained {r['drain_s']} s after the last due time")  # fmt: skip
+    print(f"largest replica peak RSS {r['rss_mb_max']} MB; CPU {r['cpu_s']} s in all ({r['cpu_workload_s']} s "
+          f"after start-up); Postgres backends {r['pg_cpu_s']} s, Redis {r['redis_cpu_s']} s; logs in {r['logs']}")  # fmt: skip
+    if r["crashed"]:
+        print(f"replicas that exited during the run: {', '.join(r['crashed'])}")
+    print(json.dumps(r), flush=True)
+    return 1 if r["lost"] or r["duplicates"] or r["crashed"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
