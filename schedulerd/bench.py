@@ -31,7 +31,6 @@ from schedulerd.store import migrate
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 REDIS_URL = "redis://127.0.0.1:6379/0"
-FINAL = ("succeeded", "failed")
 JOBS = 100  # executions are spread round-robin over this many 'at' jobs
 
 INSERT_JOBS = """
@@ -127,7 +126,8 @@ def _backend_cpu_s(pids: list[int]) -> dict[int, float]:
 
 async def _server_cpu(db: asyncpg.Connection, rds: aioredis.Redis) -> tuple[dict[int, float], float]:
     """(CPU per Postgres backend serving this database, Redis server's user+sys CPU seconds)."""
-    pids = await db.fetch("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+    query = "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    pids = await db.fetch(query)
     info = await rds.info("cpu")
     return _backend_cpu_s([r["pid"] for r in pids]), float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
@@ -143,7 +143,10 @@ def _connected(pid: int, ports: set[int]) -> bool:
     return ports <= {c.raddr.port for c in conns if c.raddr and c.status == psutil.CONN_ESTABLISHED}
 
 
-def start_replicas(k: int, database_url: str, redis_url: str, prefix: str, settings: dict[str, str], log_dir: Path) -> list[Replica]:
+def start_replicas(
+    k: int, database_url: str, redis_url: str, prefix: str, settings: dict[str, str], log_dir: Path
+) -> list[Replica]:
+    """Start `schedulerd run` k times, each in its own session, logging to log_dir/bench-N.log."""
     replicas = []
     for n in range(1, k + 1):
         env = {
@@ -330,9 +333,13 @@ def _parser() -> argparse.ArgumentParser:
                        help="seconds after the last due time to wait for every execution to finish")  # fmt: skip
         p.add_argument("--keep-db", action="store_true", default=d(False), help="keep the database for inspection")
 
-    parser = argparse.ArgumentParser(prog="scripts/bench", description="Benchmark schedulerd: K replicas, a bulk-inserted noop workload, metrics from Postgres.")
+    parser = argparse.ArgumentParser(
+        prog="scripts/bench", description="Benchmark schedulerd: K replicas, a bulk-inserted noop workload, metrics from Postgres."
+    )
     common(parser, suppress=False)
-    parser.add_argument("--quick", action="store_true", help="CI smoke test: steady 500/s for 5 s; fails on lost or duplicates")
+    parser.add_argument(
+        "--quick", action="store_true", help="CI smoke test: steady 500/s for 5 s; fails on lost or duplicates"
+    )
     scenarios = parser.add_subparsers(dest="scenario", metavar="{steady,spike,cron}")
     steady = scenarios.add_parser("steady", help="R*S one-off executions due uniformly at R per second")
     steady.add_argument("--rate", type=float, required=True, help="executions due per second")
@@ -375,6 +382,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("bench: interrupted; replicas, database and Redis keys cleaned up", file=sys.stderr)
         return 130
+    except RuntimeError as exc:  # a replica died or never came up; cleanup has run
+        print(f"bench: error: {exc}", file=sys.stderr)
+        return 1
 
     r = result
     print(f"{r['scenario']}: {r['executions']} executions on {r['replicas']} replica(s): "

@@ -161,8 +161,8 @@ class Jobs:
         async with self.store.transaction() as tx:
             job = await tx.job_insert(values)
             if job.schedule_kind == "cron":
-                now = await tx.clock_now()
-                executions, enqueue = await materialise_job(tx, job, now, self.config.materialiser, horizon_s)
+                done = await materialise_job(tx, job, await tx.clock_now(), self.config.materialiser, horizon_s)
+                executions, enqueue = done.executions, done.enqueue
             else:
                 assert job.run_at is not None
                 executions = await tx.execution_insert_many(
@@ -199,8 +199,9 @@ class Jobs:
             job = await tx.job_set_enabled(job_id, True, now)
             if job is None:
                 raise NotFoundError(f"job {job_id} not found")
-            _, enqueue = await materialise_job(tx, job, now, self.config.materialiser, self.config.dispatcher.horizon_s)
-        await self._enqueue(enqueue)
+            revived = await tx.execution_revive_for_job(job_id, self.config.dispatcher.horizon_s)
+            done = await materialise_job(tx, job, now, self.config.materialiser, self.config.dispatcher.horizon_s)
+        await self._enqueue(queued(revived) + done.enqueue)
         return job
 
     async def delete(self, job_id: UUID, tenant: str | None = None) -> tuple[Job, int]:

@@ -20,7 +20,7 @@ import structlog
 
 from schedulerd.config import MaterialiserConfig
 from schedulerd.core import misfire
-from schedulerd.core.materialise import plan
+from schedulerd.core.materialise import ALIGN_S, plan
 from schedulerd.core.schedule import CronSchedule
 from schedulerd.models import Enqueue, Execution, ExecutionStatus, Job
 from schedulerd.queue import DelayQueue
@@ -43,8 +43,11 @@ class Judgement:
     replays: list[Enqueue]  # new due times of the late runs
 
 
-async def judge_misfires(tx: Store, config: MaterialiserConfig, job_id: UUID | None = None) -> Judgement:
-    """Apply each job's misfire policy to its missed occurrences (of one job, when given)."""
+async def judge_misfires(
+    tx: Store, config: MaterialiserConfig, job_id: UUID | None = None, replay_slot: int = 0
+) -> Judgement:
+    """Apply each job's misfire policy to its missed occurrences (of one job, when given).
+    Late runs are released at replay_per_s, starting from slot `replay_slot` of this pass."""
     rows = await tx.execution_missed(config.misfire_grace_s, config.misfire_batch_size, job_id)
     groups = [list(g) for _, g in itertools.groupby(rows, key=lambda r: r["job_id"])]
     if len(rows) == config.misfire_batch_size and len(groups) > 1:
@@ -56,18 +59,25 @@ async def judge_misfires(tx: Store, config: MaterialiserConfig, job_id: UUID | N
         to_skip.extend(decision.skip)
         to_run.extend(decision.run)
     skipped = await tx.execution_skip_many(to_skip) if to_skip else set()
-    delays = misfire.replay_delays_s(len(to_run), config.replay_per_s)
+    delays = misfire.replay_delays_s(replay_slot + len(to_run), config.replay_per_s)[replay_slot:]
     replays = await tx.execution_replay_many(list(zip(to_run, delays))) if to_run else []
     if skipped or replays:
         log.warning("materialiser.misfired", skipped=len(skipped), replayed=len(replays), job_id=str(job_id or ""))
     return Judgement(skipped, replays)
 
 
+@dataclass(frozen=True)
+class Materialised:
+    executions: list[Execution]  # as inserted
+    enqueue: list[Enqueue]  # to ZADD once the transaction has committed
+    skipped: int = 0
+    replayed: int = 0
+
+
 async def materialise_job(
-    tx: Store, job: Job, now: datetime, config: MaterialiserConfig, dispatch_horizon_s: float
-) -> tuple[list[Execution], list[Enqueue]]:
-    """Write one job's next occurrences and advance its cursor, inside the caller's transaction.
-    Returns the new executions and what to ZADD once the transaction has committed."""
+    tx: Store, job: Job, now: datetime, config: MaterialiserConfig, dispatch_horizon_s: float, replay_slot: int = 0
+) -> Materialised:
+    """Write one job's next occurrences and advance its cursor, inside the caller's transaction."""
     step = plan(
         CronSchedule(job.cron or "", job.timezone), str(job.id), job.window_s, job.materialised_to, now,
         horizon_s=config.horizon_s, lookback_s=config.lookback_s, max_occurrences=config.max_occurrences_per_job,
@@ -82,12 +92,13 @@ async def materialise_job(
     await tx.job_advance_cursor_many([(job.id, step.cursor)])
     enqueue = {e.id: Enqueue(e.id, e.due_at) for e in executions if e.status == ExecutionStatus.QUEUED}
     missed_by = now - timedelta(seconds=config.misfire_grace_s)
-    if any(e.due_at < missed_by for e in executions):
-        judgement = await judge_misfires(tx, config, job.id)
-        for execution_id in judgement.skipped:
-            enqueue.pop(execution_id, None)
-        enqueue.update((r.execution_id, r) for r in judgement.replays)
-    return executions, list(enqueue.values())
+    if not any(e.due_at < missed_by for e in executions):
+        return Materialised(executions, list(enqueue.values()))
+    judgement = await judge_misfires(tx, config, job.id, replay_slot)
+    for execution_id in judgement.skipped:
+        enqueue.pop(execution_id, None)
+    enqueue.update((r.execution_id, r) for r in judgement.replays)
+    return Materialised(executions, list(enqueue.values()), len(judgement.skipped), len(judgement.replays))
 
 
 class Materialiser:
@@ -99,25 +110,27 @@ class Materialiser:
 
     async def run_once(self) -> MaterialiseResult:
         """Fill every cron job's cursor up to the horizon, then judge what was missed."""
-        jobs = written = 0
+        jobs = written = skipped = replayed = 0
         while True:
             enqueue: list[Enqueue] = []
             async with self.store.transaction() as tx:
-                due, now = await tx.job_due_for_materialising(self.config.horizon_s, self.config.batch_size)
+                # Cursors end aligned down to the minute: only a job a whole step behind is due.
+                behind_s = self.config.horizon_s - ALIGN_S
+                due, now = await tx.job_due_for_materialising(behind_s, self.config.batch_size)
                 for job in due:
                     assert now is not None
-                    executions, to_add = await materialise_job(tx, job, now, self.config, self.dispatch_horizon_s)
-                    written += len(executions)
-                    enqueue.extend(to_add)
+                    done = await materialise_job(tx, job, now, self.config, self.dispatch_horizon_s, replayed)
+                    written, skipped, replayed = written + len(done.executions), skipped + done.skipped, replayed + done.replayed
+                    enqueue.extend(done.enqueue)
             if enqueue:
                 await self.queue.add(enqueue, only_new=False)
             jobs += len(due)
             if len(due) < self.config.batch_size:
                 break
-        judgement = await judge_misfires(self.store, self.config)
+        judgement = await judge_misfires(self.store, self.config, replay_slot=replayed)
         if judgement.replays:
             await self.queue.add(judgement.replays, only_new=False)
-        result = MaterialiseResult(jobs, written, len(judgement.skipped), len(judgement.replays))
+        result = MaterialiseResult(jobs, written, skipped + len(judgement.skipped), replayed + len(judgement.replays))
         if result != MaterialiseResult():
             log.info("materialiser.pass", **result.__dict__)
         return result

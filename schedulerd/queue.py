@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import redis.asyncio as redis
@@ -39,8 +40,13 @@ class Pop:
     epoch: str | None  # None: Redis lost its data (flushed or restarted empty)
 
 
-def _score_ms(entry: Enqueue) -> int:
-    return int(entry.due_at.timestamp() * 1000)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def score_ms(due_at: datetime) -> int:
+    """Due time in whole ms, rounded UP: the pop compares with Redis TIME rounded down, so a
+    member is never popped before its due time (the claim would refuse it and drop it)."""
+    return -(-((due_at - _EPOCH) // timedelta(microseconds=1)) // 1000)
 
 
 class DelayQueue:
@@ -63,7 +69,7 @@ class DelayQueue:
         batch: dict[str, int] = {}
         async with self.client.pipeline(transaction=False) as pipe:
             for entry in entries:
-                batch[str(entry.execution_id)] = _score_ms(entry)
+                batch[str(entry.execution_id)] = score_ms(entry.due_at)
                 if len(batch) >= 5000:
                     pipe.zadd(self.queue_key, batch, nx=only_new)
                     batch = {}

@@ -80,6 +80,7 @@ class Worker:
         self.stats = WorkerStats()
         self._outcomes: list[Outcome] = []
         self._outcome_ready = asyncio.Event()
+        self._closing = False  # set after the drain: the finish loop writes what is left and returns
         self._slot_free = asyncio.Event()
         self._threads = ThreadPoolExecutor(config.threads, thread_name_prefix="schedulerd-task")
 
@@ -224,19 +225,20 @@ class Worker:
     async def run(self, stop: asyncio.Event) -> None:
         from schedulerd.daemon import retrying
 
-        helpers = [
-            asyncio.create_task(retrying("worker.heartbeat", self._heartbeat_loop, stop), name="worker-heartbeat"),
-            asyncio.create_task(retrying("worker.finish", self._finish_loop, stop), name="worker-finish"),
-        ]
+        heartbeat = asyncio.create_task(retrying("worker.heartbeat", self._heartbeat_loop, stop), name="worker-heartbeat")
+        finish = asyncio.create_task(retrying("worker.finish", self._finish_loop, stop), name="worker-finish")
         try:
             await retrying("worker.pop", self._pop_loop, stop)
-            await self._drain(stop)
+            await self._drain()
+            # Let the finish loop write the last outcomes rather than cancel it mid-statement.
+            self._closing = True
+            self._outcome_ready.set()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(finish), self.config.shutdown_grace_s)
         finally:
-            for helper in helpers:
+            for helper in (heartbeat, finish):
                 helper.cancel()
-            await asyncio.gather(*helpers, return_exceptions=True)
-            with contextlib.suppress(Exception):
-                await self.flush_outcomes()
+            await asyncio.gather(heartbeat, finish, return_exceptions=True)
             self._threads.shutdown(wait=False, cancel_futures=True)
 
     async def _pop_loop(self, stop: asyncio.Event) -> None:
@@ -253,12 +255,12 @@ class Worker:
             await self.heartbeat_once()
 
     async def _finish_loop(self, stop: asyncio.Event) -> None:
-        while True:
+        while not (self._closing and not self._outcomes):
             await self._outcome_ready.wait()
             self._outcome_ready.clear()
             await self.flush_outcomes()
 
-    async def _drain(self, stop: asyncio.Event) -> None:
+    async def _drain(self) -> None:
         """After stop: let in-flight handlers finish within the grace, then abandon the rest
         (their leases expire and the sweeper hands them to another replica)."""
         tasks = [r.task for r in self.running.values() if r.task is not None]

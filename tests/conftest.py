@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
@@ -25,6 +28,7 @@ from schedulerd.models import Execution, Job
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store, migrate
 
+REPO_ROOT = Path(__file__).resolve().parent.parent
 LOCAL_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 LOCAL_REDIS_URL = "redis://127.0.0.1:6379/0"
 configure_logging("warning", "console")  # keep test output to what the tests print
@@ -144,4 +148,60 @@ async def wait_for(predicate, timeout_s: float = 10.0, interval_s: float = 0.05)
         await asyncio.sleep(interval_s)
 
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+FAST_SETTINGS = {
+    "SCHEDULERD_WORKER_LEASE_S": "2",
+    "SCHEDULERD_WORKER_HEARTBEAT_S": "0.5",
+    "SCHEDULERD_WORKER_POLL_MAX_S": "0.05",
+    "SCHEDULERD_SWEEPER_INTERVAL_S": "0.5",
+    "SCHEDULERD_SWEEPER_GRACE_S": "1",
+    "SCHEDULERD_DISPATCHER_INTERVAL_S": "0.5",
+    "SCHEDULERD_LOG_FORMAT": "json",
+}
+
+
+class Daemon:
+    def __init__(self, name: str, env: dict[str, str], log_path: Path) -> None:
+        self.name = name
+        self.log_path = log_path
+        self._log = log_path.open("wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "schedulerd", "run"], env=env, cwd=REPO_ROOT, stdout=self._log, stderr=subprocess.STDOUT
+        )
+
+    def signal(self, signum: int) -> None:
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signum)
+
+    def stop(self) -> None:
+        self.signal(signal.SIGCONT)
+        self.signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+        self._log.close()
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+@pytest.fixture
+def start_daemon(database_url: str, redis_url: str, redis_prefix: str, tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
+    """Start `schedulerd run` subprocesses on this test's database and key prefix."""
+    started: list[Daemon] = []
+
+    def start(name: str, **settings: str) -> Daemon:
+        env = {
+            **os.environ,
+            **FAST_SETTINGS,
+            "SCHEDULERD_CONFIG": str(REPO_ROOT / "config.toml"),
+            "SCHEDULERD_DATABASE_URL": database_url,
+            "SCHEDULERD_REDIS_URL": redis_url,
+            "SCHEDULERD_REDIS_PREFIX": redis_prefix,
+            "SCHEDULERD_DAEMON_WORKER_ID": name,
+            **settings,
+        }
+        daemon = Daemon(name, env, tmp_path / f"{name}.log")
+        started.append(daemon)
+        return daemon
+
+    yield start
+    for daemon in started:
+        daemon.stop()

@@ -81,6 +81,15 @@ UPDATE executions SET status = 'cancelled', reason = $2, finished_at = clock_tim
 WHERE job_id = $1 AND status IN ('pending', 'queued')
 RETURNING id;
 
+-- name: execution_revive_for_job
+-- On resume, give back the future slots a pause cancelled (their unique slot would otherwise
+-- block re-materialising): pending again, or queued when inside the dispatch horizon ($2 s).
+UPDATE executions SET reason = NULL, finished_at = NULL,
+       status = CASE WHEN due_at <= clock_timestamp() + make_interval(secs => $2) THEN 'queued' ELSE 'pending' END,
+       enqueued_at = CASE WHEN due_at <= clock_timestamp() + make_interval(secs => $2) THEN clock_timestamp() END
+WHERE job_id = $1 AND status = 'cancelled' AND reason = 'paused' AND scheduled_for > clock_timestamp()
+RETURNING *;
+
 -- name: execution_missed
 -- Unstarted first attempts of cron jobs overdue by more than the grace ($1 seconds), grouped by
 -- job, oldest first, at most $2 (of job $3 only, when given): input to the misfire policy.

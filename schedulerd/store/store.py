@@ -145,6 +145,9 @@ class Store:
     async def execution_cancel_for_job(self, job_id: UUID, reason: str) -> int:
         return len(await self.db.fetch(QUERIES["execution_cancel_for_job"], job_id, reason))
 
+    async def execution_revive_for_job(self, job_id: UUID, horizon_s: float) -> list[Execution]:
+        return [Execution.from_row(r) for r in await self.db.fetch(QUERIES["execution_revive_for_job"], job_id, horizon_s)]
+
     async def execution_missed(self, grace_s: float, limit: int, job_id: UUID | None = None) -> list[Any]:
         return await self.db.fetch(QUERIES["execution_missed"], grace_s, limit, job_id)
 

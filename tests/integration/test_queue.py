@@ -7,6 +7,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from schedulerd.models import Enqueue
+from schedulerd.queue import score_ms
 
 
 def _entries(count: int, offset_s: float) -> list[Enqueue]:
@@ -22,7 +23,7 @@ async def test_pops_only_what_is_due_earliest_first(queue) -> None:
     pop = await queue.pop_due(100)
 
     assert pop.execution_ids == [str(e.execution_id) for e in due]
-    assert pop.next_due_ms == int(later[0].due_at.timestamp() * 1000)
+    assert pop.next_due_ms == score_ms(later[0].due_at)
     assert abs(pop.now_ms / 1000 - datetime.now(UTC).timestamp()) < 1
     assert pop.epoch is not None
     assert await queue.depth() == 3
@@ -47,6 +48,12 @@ async def test_only_new_keeps_the_existing_score(queue) -> None:
     await queue.add([entry], only_new=True)
     moved = Enqueue(entry.execution_id, entry.due_at + timedelta(seconds=30))
     await queue.add([moved], only_new=True)
-    assert await queue.client.zscore(queue.queue_key, str(entry.execution_id)) == int(entry.due_at.timestamp() * 1000)
+    assert await queue.client.zscore(queue.queue_key, str(entry.execution_id)) == score_ms(entry.due_at)
     await queue.add([moved], only_new=False)
-    assert await queue.client.zscore(queue.queue_key, str(entry.execution_id)) == int(moved.due_at.timestamp() * 1000)
+    assert await queue.client.zscore(queue.queue_key, str(entry.execution_id)) == score_ms(moved.due_at)
+
+
+def test_scores_round_up_so_nothing_pops_before_it_is_due() -> None:
+    due_at = datetime(2026, 11, 29, 12, 0, 0, 510, tzinfo=UTC)  # 0.51 ms past the second
+    assert score_ms(due_at) == int(datetime(2026, 11, 29, 12, tzinfo=UTC).timestamp()) * 1000 + 1
+    assert score_ms(due_at.replace(microsecond=0)) == int(due_at.replace(microsecond=0).timestamp()) * 1000
