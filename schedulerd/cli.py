@@ -33,6 +33,8 @@ def _parser() -> argparse.ArgumentParser:
 
     commands.add_parser("run", help="run the daemon (starts embedded servers when no URLs are set)")
     commands.add_parser("migrate", help="apply pending database migrations")
+    status = commands.add_parser("status", help="one screen for an operator: queue, horizon, recent outcomes")
+    status.add_argument("--json", action="store_true")
 
     job = commands.add_parser("job", help="create and inspect jobs").add_subparsers(dest="job_command", required=True)
     create = job.add_parser("create", help="create a job: now, --at/--in a time, or on a --cron schedule")
@@ -310,6 +312,30 @@ async def _executions_show(args: argparse.Namespace, config: Config) -> None:
     print(_table(rows, header) if rows else "no finished attempts yet")
 
 
+async def _status(args: argparse.Namespace, config: Config) -> None:
+    async with _Session(config) as jobs:
+        overview = await jobs.store.execution_overview()
+        horizon, now = await jobs.store.job_horizon()
+        depth = await jobs.queue.depth()
+
+    def age_s(at: datetime | None) -> float | None:
+        return round((now - at).total_seconds(), 3) if at else None
+
+    report = {
+        "queue_depth": depth,
+        "oldest_queued_due_age_s": age_s(overview["oldest_queued_due_at"]),
+        "oldest_pending_due_age_s": age_s(overview["oldest_pending_due_at"]),
+        # How far ahead every enabled cron job is written; alert well before this reaches 0.
+        "materialiser_horizon_s": -age_s(horizon) if horizon else None,
+        "last_hour_by_status": overview["last_hour_by_status"],
+    }
+    if args.json:
+        print(json.dumps(report))
+        return
+    for key, value in report.items():
+        print(f"{key:26} {value}")
+
+
 async def _migrate(args: argparse.Namespace, config: Config) -> None:
     from schedulerd.daemon import resolve_servers
     from schedulerd.store import migrate
@@ -331,6 +357,7 @@ COMMANDS = {
     ("executions", "list"): _executions_list,
     ("executions", "show"): _executions_show,
     ("migrate", None): _migrate,
+    ("status", None): _status,
 }
 
 

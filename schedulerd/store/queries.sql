@@ -231,3 +231,14 @@ ORDER BY due_at LIMIT $2;
 SELECT id, due_at FROM executions
 WHERE status = 'queued' AND (due_at, id) > ($1, $2)
 ORDER BY due_at, id LIMIT $3;
+
+-- name: execution_overview
+-- For an operator's one screen: the oldest queued due time, and the last hour's executions by
+-- status (bounded by scheduled_for so it never scans the whole history).
+SELECT (SELECT min(due_at) FROM executions WHERE status = 'queued') AS oldest_queued_due_at,
+       (SELECT min(due_at) FROM executions WHERE status = 'pending') AS oldest_pending_due_at,
+       (SELECT coalesce(jsonb_object_agg(status, n), '{}') FROM (
+            SELECT status, count(*) AS n FROM executions
+            WHERE scheduled_for > clock_timestamp() - interval '1 hour' AND scheduled_for <= clock_timestamp()
+            GROUP BY status) s) AS last_hour_by_status,
+       clock_timestamp() AS now;

@@ -216,3 +216,6 @@ class Store:
     async def execution_queued_page(self, after: tuple[datetime, UUID], limit: int) -> list[Enqueue]:
         rows = await self.db.fetch(QUERIES["execution_queued_page"], after[0], after[1], limit)
         return [Enqueue(r["id"], r["due_at"]) for r in rows]
+
+    async def execution_overview(self) -> dict[str, Any]:
+        return dict(await self.db.fetchrow(QUERIES["execution_overview"]))

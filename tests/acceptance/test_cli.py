@@ -126,3 +126,12 @@ async def test_every_minute_cron_job_runs_once_a_minute_on_time(cli, store, star
     assert (rows[1]["scheduled_for"] - rows[0]["scheduled_for"]).total_seconds() == 60
     assert all(0 <= lag < 2 for lag in lags) and all(r["attempt"] == 1 for r in rows)
     assert all(r["scheduled_for"] <= datetime.now(UTC) for r in rows)
+
+
+async def test_status_reports_queue_horizon_and_outcomes(cli, make_job) -> None:
+    assert cli("job", "create", "--task", "noop", "--cron", "@hourly").returncode == 0
+    shown = cli("status", "--json")
+    assert shown.returncode == 0, shown.stderr
+    report = json.loads(shown.stdout)
+    assert 5.5 * 3600 <= report["materialiser_horizon_s"] <= 6 * 3600
+    assert report["queue_depth"] >= 0 and set(report) >= {"oldest_queued_due_age_s", "last_hour_by_status"}
