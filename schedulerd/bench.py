@@ -1,6 +1,7 @@
 """Benchmark harness: K daemon replicas on a throwaway database and Redis prefix, a bulk-inserted
 workload of `noop` executions, and metrics computed from the rows in Postgres (one JSON line last).
-Usage: scripts/bench --quick | steady --rate R --duration S | spike --count N  [--replicas K] [--set KEY=VALUE]
+Usage: scripts/bench --quick | steady --rate R --duration S | spike --count N | cron --jobs J [--window 60s]
+       [--replicas K] [--set KEY=VALUE]
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,6 +27,7 @@ import asyncpg
 import redis.asyncio as aioredis
 
 from schedulerd.config import JobsConfig
+from schedulerd.core.durations import parse_duration_s
 from schedulerd.store import migrate
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -49,26 +51,35 @@ FROM generate_series(0, $2 - 1) g,
      LATERAL (SELECT $1::timestamptz + make_interval(secs => CASE WHEN $3::float8 > 0
               THEN round(g * $3::float8) ELSE g / cardinality($4::uuid[]) END / 1e6) AS t) s
 """
-# Cheap to poll: each EXISTS is a probe of one of the small partial indexes.
+INSERT_CRON_JOBS = """
+INSERT INTO jobs (id, tenant, name, task, params, schedule_kind, cron, timezone, window_s, max_attempts,
+                  backoff_base_s, backoff_factor, backoff_max_s, timeout_s)
+SELECT gen_random_uuid(), 'bench', 'bench-cron-' || g, 'noop', '{}', 'cron', '* * * * *', 'UTC', $2, $3, $4, $5, $6, $7
+FROM generate_series(0, $1 - 1) g
+"""
+# Cheap to poll: each EXISTS is a probe of one of the small partial indexes. $1 bounds the due
+# times that count (cron jobs keep producing future executions).
 UNFINISHED = """
-SELECT EXISTS (SELECT 1 FROM executions WHERE status = 'pending')
-    OR EXISTS (SELECT 1 FROM executions WHERE status = 'queued')
+SELECT EXISTS (SELECT 1 FROM executions WHERE status = 'pending' AND due_at <= $1)
+    OR EXISTS (SELECT 1 FROM executions WHERE status = 'queued' AND due_at <= $1)
     OR EXISTS (SELECT 1 FROM executions WHERE status = 'running')
 """
+# Over the executions scheduled in [$1, $2). Lag is measured from due_at, which is scheduled_for
+# unless the job is smeared (then the smear offset is intended delay, not lag).
 RESULTS = """
 SELECT count(*) AS executions,
        count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
        count(*) FILTER (WHERE status = 'failed') AS failed,
        count(*) FILTER (WHERE status NOT IN ('succeeded', 'failed')) AS unfinished,
-       count(*) FILTER (WHERE first_started_at IS NULL AND scheduled_for <= clock_timestamp()) AS lost,
+       count(*) FILTER (WHERE first_started_at IS NULL AND due_at <= clock_timestamp()) AS lost,
        count(*) FILTER (WHERE attempt > 1) AS duplicates,
        count(first_started_at) AS started,
        extract(epoch FROM max(first_started_at) - min(first_started_at)) AS start_span_s,
-       1000 * percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM first_started_at - scheduled_for)) AS lag_p50_ms,
-       1000 * percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM first_started_at - scheduled_for)) AS lag_p99_ms,
-       1000 * max(extract(epoch FROM first_started_at - scheduled_for)) AS lag_max_ms,
-       extract(epoch FROM max(finished_at) - max(scheduled_for)) AS drain_s
-FROM executions
+       1000 * percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM first_started_at - due_at)) AS lag_p50_ms,
+       1000 * percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM first_started_at - due_at)) AS lag_p99_ms,
+       1000 * max(extract(epoch FROM first_started_at - due_at)) AS lag_max_ms,
+       extract(epoch FROM max(finished_at) - max(due_at)) AS drain_s
+FROM executions WHERE scheduled_for >= $1 AND scheduled_for < $2
 """
 # Attempt rows beyond one per execution: an attempt that was abandoned (lease expired) or failed.
 EXTRA_ATTEMPTS = "SELECT coalesce(sum(n - 1), 0) FROM (SELECT count(*) AS n FROM attempts GROUP BY execution_id) a"
@@ -77,9 +88,10 @@ EXTRA_ATTEMPTS = "SELECT coalesce(sum(n - 1), 0) FROM (SELECT count(*) AS n FROM
 @dataclass
 class Workload:
     scenario: str
-    count: int
+    count: int  # one-off executions, or cron jobs
     spacing_us: float  # between consecutive due times; 0 = all at once
     duration_s: float  # last due time minus the first
+    window_s: float = 0.0  # cron: smearing window
 
 
 @dataclass
@@ -240,26 +252,34 @@ async def run_bench(args: argparse.Namespace, workload: Workload) -> dict[str, A
 
         # Write the workload: due times start `lead_s` from now, so start-up is not measured.
         jobs = JobsConfig()
+        retry = (jobs.max_attempts, jobs.backoff_base_s, jobs.backoff_factor, jobs.backoff_max_s, jobs.timeout_s)
         insert_started = time.monotonic()
         t0: datetime = await db.fetchval("SELECT clock_timestamp() + make_interval(secs => $1)", args.lead)
-        job_ids = [row["id"] for row in await db.fetch(
-            INSERT_JOBS, t0, min(JOBS, workload.count), jobs.max_attempts, jobs.backoff_base_s,
-            jobs.backoff_factor, jobs.backoff_max_s, jobs.timeout_s,
-        )]  # fmt: skip
-        await db.execute(INSERT_EXECUTIONS, t0, workload.count, workload.spacing_us, job_ids)
+        if workload.scenario == "cron":
+            # Measure whole minutes of occurrences, starting at the first minute after the lead.
+            await db.execute(INSERT_CRON_JOBS, workload.count, workload.window_s, *retry)
+            t0 = t0.replace(second=0, microsecond=0) + timedelta(minutes=1)
+            t_end = t0 + timedelta(seconds=workload.duration_s)
+            expected = workload.count * round(workload.duration_s / 60)
+        else:
+            job_ids = [row["id"] for row in await db.fetch(INSERT_JOBS, t0, min(JOBS, workload.count), *retry)]
+            await db.execute(INSERT_EXECUTIONS, t0, workload.count, workload.spacing_us, job_ids)
+            t_end, expected = t0 + timedelta(seconds=workload.duration_s + 1), workload.count
         insert_s = time.monotonic() - insert_started
-        while await db.fetchval("SELECT count(*) FROM executions WHERE status = 'pending'"):
+        while await db.fetchval("SELECT count(*) FROM executions WHERE status = 'pending' AND due_at <= $1", t_end):
             await asyncio.sleep(0.1)
         dispatched_s = time.monotonic() - insert_started
-        if dispatched_s > args.lead:
+        if dispatched_s > args.lead and workload.scenario != "cron":
             print(f"bench: warning: inserting and dispatching took {dispatched_s:.1f} s, more than the "
                   f"{args.lead:g} s lead: early lag includes it (raise --lead)", file=sys.stderr)  # fmt: skip
 
         # Wait for every execution to be final, or for the last due time plus the drain timeout.
-        deadline = insert_started + args.lead + workload.duration_s + args.drain_timeout
+        deadline = time.monotonic() + (t_end - datetime.now(t_end.tzinfo)).total_seconds() + workload.window_s + args.drain_timeout
         while time.monotonic() < deadline:
             _check_alive(replicas)
-            if not await db.fetchval(UNFINISHED):
+            if datetime.now(t_end.tzinfo) > t_end + timedelta(seconds=workload.window_s) and not await db.fetchval(
+                UNFINISHED, t_end + timedelta(seconds=workload.window_s)
+            ):
                 break
             await asyncio.sleep(0.5)
         crashed = [r.name for r in replicas if r.process.poll() is not None]
@@ -272,7 +292,8 @@ async def run_bench(args: argparse.Namespace, workload: Workload) -> dict[str, A
         pg_cpu_after, redis_cpu_after = await _server_cpu(db, rds)
         pg_cpu_s = sum(cpu - pg_cpu_before.get(pid, 0.0) for pid, cpu in pg_cpu_after.items())
 
-        row = dict(await db.fetchrow(RESULTS))
+        row = dict(await db.fetchrow(RESULTS, t0, t_end))
+        row["lost"] += max(0, expected - row["executions"])  # occurrences never even written
         extra_attempts = await db.fetchval(EXTRA_ATTEMPTS)
         span = row.pop("start_span_s")
         started = row.pop("started")
@@ -281,6 +302,8 @@ async def run_bench(args: argparse.Namespace, workload: Workload) -> dict[str, A
             "replicas": args.replicas,
             **({"rate": args.rate, "duration": args.duration} if workload.scenario == "steady" else {}),
             **({"count": args.count} if workload.scenario == "spike" else {}),
+            **({"jobs": args.jobs, "window_s": workload.window_s, "minutes": args.minutes, "expected": expected}
+               if workload.scenario == "cron" else {}),
             "settings": dict(args.settings),
             **{k: (v if isinstance(v, int) or v is None else round(float(v), 1 if k.endswith("_ms") else 3))
                for k, v in row.items()},
@@ -346,9 +369,10 @@ def _parser() -> argparse.ArgumentParser:
     steady.add_argument("--duration", type=float, required=True, help="seconds over which they fall due")
     spike = scenarios.add_parser("spike", help="N executions due at the same instant")
     spike.add_argument("--count", type=int, required=True)
-    cron = scenarios.add_parser("cron", help="J recurring jobs (not available yet)")
+    cron = scenarios.add_parser("cron", help="J every-minute cron jobs, measured over whole minutes")
     cron.add_argument("--jobs", type=int, required=True)
-    cron.add_argument("--window", default="60s")
+    cron.add_argument("--window", default="0s", help="smearing window per job, e.g. 60s (default: exact time)")
+    cron.add_argument("--minutes", type=int, default=3, help="minutes of occurrences to measure")
     for p in (steady, spike, cron):
         common(p, suppress=True)
     return parser
@@ -356,9 +380,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.scenario == "cron":
-        print("bench: cron: not available yet: recurring jobs land with issue 3", file=sys.stderr)
-        return 2
     if args.quick and args.scenario is None:
         args.scenario, args.rate, args.duration = "steady", 500.0, 5.0
     if args.scenario is None:
@@ -367,6 +388,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.scenario == "steady":
         count = round(args.rate * args.duration)
         workload = Workload("steady", count, 1e6 / args.rate, (count - 1) / args.rate)
+    elif args.scenario == "cron":
+        workload = Workload("cron", args.jobs, 0.0, 60.0 * args.minutes, parse_duration_s(args.window))
+        # A short horizon keeps the rows written ahead proportional to the run, and a frequent
+        # materialiser picks the new jobs up quickly; --set overrides either.
+        args.settings = [("MATERIALISER_HORIZON_S", "180"), ("MATERIALISER_INTERVAL_S", "5"), *args.settings]
     else:
         workload = Workload("spike", args.count, 0.0, 0.0)
     if workload.count < 1 or args.replicas < 1:

@@ -49,8 +49,8 @@ class DaemonConfig:
 
 @dataclass(frozen=True)
 class WorkerConfig:
-    concurrency: int = 64  # executions run at once per process
-    batch_size: int = 100  # executions popped and claimed per round trip
+    concurrency: int = 256  # executions run at once per process
+    batch_size: int = 256  # executions popped and claimed per round trip
     poll_max_s: float = 0.5  # longest sleep between pops when nothing is due
     lease_s: float = 15.0  # lease granted at claim and at each heartbeat
     heartbeat_s: float = 5.0  # lease extension interval
@@ -95,6 +95,19 @@ class JobsConfig:
 
 
 @dataclass(frozen=True)
+class ApiConfig:
+    enabled: bool = True  # serve the HTTP API and dashboard from the daemon
+    host: str = "127.0.0.1"  # address to listen on
+    port: int = 8080  # TCP port
+    max_body_bytes: int = 262144  # largest request body (bytes)
+    page_size_max: int = 500  # most items one list request may ask for
+    rate_limit: int = 600  # requests per token per rate_window_s, counted in Redis across replicas
+    rate_window_s: float = 60.0  # rate limit window (seconds)
+    idempotency_ttl_s: float = 86400.0  # how long an Idempotency-Key replays its first result (seconds)
+    overview_window_s: float = 900.0  # operator view: start lags and runs per status of this many seconds
+
+
+@dataclass(frozen=True)
 class LogConfig:
     level: str = "info"
     format: str = "auto"  # json | console | auto
@@ -111,6 +124,7 @@ class Config:
     dispatcher: DispatcherConfig = field(default_factory=DispatcherConfig)
     sweeper: SweeperConfig = field(default_factory=SweeperConfig)
     jobs: JobsConfig = field(default_factory=JobsConfig)
+    api: ApiConfig = field(default_factory=ApiConfig)
     log: LogConfig = field(default_factory=LogConfig)
 
     def validate(self) -> None:
@@ -127,6 +141,13 @@ class Config:
             raise ConfigError(f"daemon.roles has unknown role(s): {', '.join(sorted(unknown))}")
         if self.log.format not in ("json", "console", "auto"):
             raise ConfigError(f"log.format must be json, console or auto, got {self.log.format!r}")
+        if not 0 <= self.api.port <= 65535:
+            raise ConfigError(f"api.port must be between 0 and 65535, got {self.api.port}")
+        for key in ("max_body_bytes", "page_size_max", "rate_limit"):
+            if getattr(self.api, key) < 1:
+                raise ConfigError(f"api.{key} must be at least 1, got {getattr(self.api, key)}")
+        if not self.api.rate_window_s > 0:
+            raise ConfigError(f"api.rate_window_s must be above 0, got {self.api.rate_window_s}")
 
 
 def _coerce(section: str, key: str, raw: Any, kind: Any, from_env: bool) -> Any:

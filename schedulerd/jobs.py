@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -24,7 +25,7 @@ from schedulerd.config import Config
 from schedulerd.core.misfire import MisfirePolicy
 from schedulerd.core.schedule import CronSchedule, ScheduleError, smear_offset_s
 from schedulerd.errors import NotFoundError, ValidationError
-from schedulerd.materialiser import materialise_job
+from schedulerd.materialiser import materialise_jobs
 from schedulerd.models import Enqueue, Execution, ExecutionStatus, Job
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store
@@ -35,6 +36,7 @@ TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 LATEST_RUN_AT = timedelta(days=3660)  # "at" more than ~10 years ahead is a typo, not a plan
 EARLIEST_RUN_AT = datetime(2000, 1, 1, tzinfo=UTC)
 MAX_WINDOW_S = 86400.0
+MAX_PARAMS_DEPTH = 32  # nesting levels of a params document
 
 
 @dataclass(frozen=True)
@@ -55,20 +57,29 @@ class JobSpec:
     name: str | None = None
     max_attempts: int | None = None
     timeout_s: float | None = None
+    backoff_base_s: float | None = None  # retry policy; see README "Retries"
+    backoff_factor: float | None = None
+    backoff_max_s: float | None = None
 
 
 def _check_json_text(value: Any, path: str) -> None:
-    """Postgres jsonb refuses NUL characters; say where, before the insert fails half-way."""
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise ValidationError(path, "contains a NUL character, which cannot be stored")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _check_json_text(key, f"{path} key")
-            _check_json_text(item, f"{path}.{key}")
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            _check_json_text(item, f"{path}[{index}]")
+    """Postgres jsonb refuses NUL characters; say where, before the insert fails half-way.
+    Iterative, with a depth cap, so a deeply nested document is refused instead of overflowing
+    the stack of every recursive encoder after this one."""
+    todo: list[tuple[Any, str, int]] = [(value, path, 0)]
+    while todo:
+        item, where, depth = todo.pop()
+        if depth > MAX_PARAMS_DEPTH:
+            raise ValidationError("params", f"is nested deeper than {MAX_PARAMS_DEPTH} levels")
+        if isinstance(item, str):
+            if "\x00" in item:
+                raise ValidationError(where, "contains a NUL character, which cannot be stored")
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                todo.append((key, f"{where} key", depth + 1))
+                todo.append((child, f"{where}.{key}", depth + 1))
+        elif isinstance(item, list):
+            todo.extend((child, f"{where}[{index}]", depth + 1) for index, child in enumerate(item))
 
 
 def validate(spec: JobSpec, config: Config, now: datetime) -> dict[str, Any]:
@@ -79,13 +90,15 @@ def validate(spec: JobSpec, config: Config, now: datetime) -> dict[str, Any]:
         raise ValidationError("tenant", "must be 1-64 characters of letters, digits, '_', '.', '-'")
     if not isinstance(spec.params, dict):
         raise ValidationError("params", f"must be a JSON object, got {type(spec.params).__name__}")
+    _check_json_text(spec.params, "params")  # first: the encoder below recurses
     try:
         encoded = json.dumps(spec.params, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise ValidationError("params", f"is not valid JSON ({exc})") from None
     if len(encoded.encode()) > defaults.max_params_bytes:
-        raise ValidationError("params", f"is {len(encoded.encode())} bytes; the limit is {defaults.max_params_bytes}")
-    _check_json_text(spec.params, "params")
+        raise ValidationError(
+            "params", f"is {len(encoded.encode())} bytes; the limit is {defaults.max_params_bytes}", "jobs.max_params_bytes"
+        )
     if spec.cron is not None:
         if spec.run_at is not None:
             raise ValidationError("run_at", "a job has either a cron schedule or a run_at, not both")
@@ -117,13 +130,23 @@ def validate(spec: JobSpec, config: Config, now: datetime) -> dict[str, Any]:
         raise ValidationError("timeout_s", f"must be above 0 and at most 7 days, got {timeout_s}")
     if spec.name is not None and len(spec.name) > 200:
         raise ValidationError("name", "is longer than 200 characters")
+    if spec.name is not None and "\x00" in spec.name:
+        raise ValidationError("name", "contains a NUL character, which cannot be stored")
+    backoff = {
+        "backoff_base_s": (defaults.backoff_base_s if spec.backoff_base_s is None else spec.backoff_base_s, 0.0, 86400.0),
+        "backoff_factor": (defaults.backoff_factor if spec.backoff_factor is None else spec.backoff_factor, 1.0, 100.0),
+        "backoff_max_s": (defaults.backoff_max_s if spec.backoff_max_s is None else spec.backoff_max_s, 0.0, 7 * 86400.0),
+    }
+    for key, (value, low, high) in backoff.items():
+        if not low <= value <= high:  # also refuses NaN
+            raise ValidationError(key, f"must be between {low:g} and {high:g}, got {value}")
     return {
         "id": uuid.uuid4(), "tenant": spec.tenant, "name": spec.name, "task": spec.task,
         "params": spec.params, "schedule_kind": kind, "run_at": run_at, "cron": cron,
         "timezone": spec.timezone if cron else "UTC", "misfire_policy": spec.misfire_policy,
         "catch_up_limit": spec.catch_up_limit, "window_s": spec.window_s if cron else 0.0,
-        "max_attempts": max_attempts, "backoff_base_s": defaults.backoff_base_s,
-        "backoff_factor": defaults.backoff_factor, "backoff_max_s": defaults.backoff_max_s, "timeout_s": timeout_s,
+        "max_attempts": max_attempts, "backoff_base_s": backoff["backoff_base_s"][0],
+        "backoff_factor": backoff["backoff_factor"][0], "backoff_max_s": backoff["backoff_max_s"][0], "timeout_s": timeout_s,
     }  # fmt: skip
 
 
@@ -133,6 +156,9 @@ def next_runs(job: Job, after: datetime, count: int) -> list[datetime]:
         return [job.run_at] if job.run_at and job.run_at > after else []
     offset = timedelta(seconds=smear_offset_s(str(job.id), job.window_s))
     return [t + offset for t in CronSchedule(job.cron, job.timezone).next_runs(after - offset, count)]
+
+
+AlsoInTransaction = Callable[[Store, Job, list[Execution]], Awaitable[None]]
 
 
 def queued(executions: list[Execution]) -> list[Enqueue]:
@@ -153,15 +179,16 @@ class Jobs:
         except Exception as exc:  # accepted all the same: the sweeper re-enqueues them
             log.warning("jobs.enqueue_failed", count=len(entries), error=str(exc))
 
-    async def create(self, spec: JobSpec) -> tuple[Job, list[Execution]]:
+    async def create(self, spec: JobSpec, also: AlsoInTransaction | None = None) -> tuple[Job, list[Execution]]:
         """Validate, commit the job with its first executions (a cron job: its first horizon),
-        then ZADD those due inside the dispatch horizon."""
+        then ZADD those due inside the dispatch horizon. `also` runs inside the same transaction
+        (the API records an idempotency key there); if it raises, nothing is written."""
         values = validate(spec, self.config, datetime.now(UTC))
         horizon_s = self.config.dispatcher.horizon_s
         async with self.store.transaction() as tx:
             job = await tx.job_insert(values)
             if job.schedule_kind == "cron":
-                done = await materialise_job(tx, job, await tx.clock_now(), self.config.materialiser, horizon_s)
+                done = await materialise_jobs(tx, [job], await tx.clock_now(), self.config.materialiser, horizon_s)
                 executions, enqueue = done.executions, done.enqueue
             else:
                 assert job.run_at is not None
@@ -169,6 +196,8 @@ class Jobs:
                     [(uuid.uuid4(), job.id, job.tenant, job.run_at, job.run_at)], horizon_s
                 )
                 enqueue = queued(executions)
+            if also is not None:
+                await also(tx, job, executions)
         await self._enqueue(enqueue)
         log.info("jobs.created", job_id=str(job.id), tenant=job.tenant, task=job.task, executions=len(executions))
         return job, executions
@@ -200,7 +229,7 @@ class Jobs:
             if job is None:
                 raise NotFoundError(f"job {job_id} not found")
             revived = await tx.execution_revive_for_job(job_id, self.config.dispatcher.horizon_s)
-            done = await materialise_job(tx, job, now, self.config.materialiser, self.config.dispatcher.horizon_s)
+            done = await materialise_jobs(tx, [job], now, self.config.materialiser, self.config.dispatcher.horizon_s)
         await self._enqueue(queued(revived) + done.enqueue)
         return job
 

@@ -44,11 +44,11 @@ class Judgement:
 
 
 async def judge_misfires(
-    tx: Store, config: MaterialiserConfig, job_id: UUID | None = None, replay_slot: int = 0
+    tx: Store, config: MaterialiserConfig, job_ids: list[UUID] | None = None, replay_slot: int = 0
 ) -> Judgement:
-    """Apply each job's misfire policy to its missed occurrences (of one job, when given).
+    """Apply each job's misfire policy to its missed occurrences (of these jobs, when given).
     Late runs are released at replay_per_s, starting from slot `replay_slot` of this pass."""
-    rows = await tx.execution_missed(config.misfire_grace_s, config.misfire_batch_size, job_id)
+    rows = await tx.execution_missed(config.misfire_grace_s, config.misfire_batch_size, job_ids)
     groups = [list(g) for _, g in itertools.groupby(rows, key=lambda r: r["job_id"])]
     if len(rows) == config.misfire_batch_size and len(groups) > 1:
         groups.pop()  # the last job's group may be cut by the LIMIT: judge it next pass, whole
@@ -62,7 +62,7 @@ async def judge_misfires(
     delays = misfire.replay_delays_s(replay_slot + len(to_run), config.replay_per_s)[replay_slot:]
     replays = await tx.execution_replay_many(list(zip(to_run, delays))) if to_run else []
     if skipped or replays:
-        log.warning("materialiser.misfired", skipped=len(skipped), replayed=len(replays), job_id=str(job_id or ""))
+        log.warning("materialiser.misfired", skipped=len(skipped), replayed=len(replays), jobs=len(groups))
     return Judgement(skipped, replays)
 
 
@@ -74,27 +74,33 @@ class Materialised:
     replayed: int = 0
 
 
-async def materialise_job(
-    tx: Store, job: Job, now: datetime, config: MaterialiserConfig, dispatch_horizon_s: float, replay_slot: int = 0
+async def materialise_jobs(
+    tx: Store, jobs: list[Job], now: datetime, config: MaterialiserConfig, dispatch_horizon_s: float, replay_slot: int = 0
 ) -> Materialised:
-    """Write one job's next occurrences and advance its cursor, inside the caller's transaction."""
-    step = plan(
-        CronSchedule(job.cron or "", job.timezone), str(job.id), job.window_s, job.materialised_to, now,
-        horizon_s=config.horizon_s, lookback_s=config.lookback_s, max_occurrences=config.max_occurrences_per_job,
-    )  # fmt: skip
-    if step.unrecorded:
-        log.warning(
-            "materialiser.occurrences_unrecorded", job_id=str(job.id), tenant=job.tenant,
-            since=step.unrecorded[0].isoformat(), until=step.unrecorded[1].isoformat(),
+    """Write these jobs' next occurrences and advance their cursors, inside the caller's
+    transaction: one INSERT and one cursor UPDATE for the whole batch."""
+    rows: list[tuple[UUID, UUID, str, datetime, datetime]] = []
+    cursors: list[tuple[UUID, datetime]] = []
+    for job in jobs:
+        step = plan(
+            CronSchedule(job.cron or "", job.timezone), str(job.id), job.window_s, job.materialised_to, now,
+            horizon_s=config.horizon_s, lookback_s=config.lookback_s, max_occurrences=config.max_occurrences_per_job,
         )  # fmt: skip
-    rows = [(uuid.uuid4(), job.id, job.tenant, scheduled_for, due_at) for scheduled_for, due_at in step.occurrences]
+        if step.unrecorded:
+            log.warning(
+                "materialiser.occurrences_unrecorded", job_id=str(job.id), tenant=job.tenant,
+                since=step.unrecorded[0].isoformat(), until=step.unrecorded[1].isoformat(),
+            )  # fmt: skip
+        rows.extend((uuid.uuid4(), job.id, job.tenant, scheduled_for, due_at) for scheduled_for, due_at in step.occurrences)
+        cursors.append((job.id, step.cursor))
     executions = await tx.execution_insert_many(rows, dispatch_horizon_s) if rows else []
-    await tx.job_advance_cursor_many([(job.id, step.cursor)])
+    await tx.job_advance_cursor_many(cursors)
     enqueue = {e.id: Enqueue(e.id, e.due_at) for e in executions if e.status == ExecutionStatus.QUEUED}
     missed_by = now - timedelta(seconds=config.misfire_grace_s)
-    if not any(e.due_at < missed_by for e in executions):
+    missed_jobs = list({e.job_id for e in executions if e.due_at < missed_by})
+    if not missed_jobs:
         return Materialised(executions, list(enqueue.values()))
-    judgement = await judge_misfires(tx, config, job.id, replay_slot)
+    judgement = await judge_misfires(tx, config, missed_jobs, replay_slot)
     for execution_id in judgement.skipped:
         enqueue.pop(execution_id, None)
     enqueue.update((r.execution_id, r) for r in judgement.replays)
@@ -117,9 +123,9 @@ class Materialiser:
                 # Cursors end aligned down to the minute: only a job a whole step behind is due.
                 behind_s = self.config.horizon_s - ALIGN_S
                 due, now = await tx.job_due_for_materialising(behind_s, self.config.batch_size)
-                for job in due:
+                if due:
                     assert now is not None
-                    done = await materialise_job(tx, job, now, self.config, self.dispatch_horizon_s, replayed)
+                    done = await materialise_jobs(tx, due, now, self.config, self.dispatch_horizon_s, replayed)
                     written, skipped, replayed = written + len(done.executions), skipped + done.skipped, replayed + done.replayed
                     enqueue.extend(done.enqueue)
             if enqueue:

@@ -168,7 +168,10 @@ class Worker:
             self.running.pop(claim.id, None)
             self._slot_free.set()
         self._record(claim, outcome, error)
-        bound.info("worker.attempt_finished", outcome=str(outcome))
+        if outcome is AttemptOutcome.SUCCEEDED:
+            bound.debug("worker.attempt_succeeded")  # one line per execution is too many at 10,000/s
+        else:
+            bound.warning("worker.attempt_failed", outcome=str(outcome), error=(error or "").splitlines()[-1][:200])
 
     def _record(self, claim: Claim, outcome: AttemptOutcome, error: str | None) -> None:
         if outcome is AttemptOutcome.SUCCEEDED:

@@ -92,13 +92,13 @@ RETURNING *;
 
 -- name: execution_missed
 -- Unstarted first attempts of cron jobs overdue by more than the grace ($1 seconds), grouped by
--- job, oldest first, at most $2 (of job $3 only, when given): input to the misfire policy.
+-- job, oldest first, at most $2 (of the jobs in $3 only, when given): input to the misfire policy.
 -- Rows already replayed late and manual triggers (reason set) are excluded.
 SELECT e.id, e.job_id, e.scheduled_for, j.misfire_policy, j.catch_up_limit
 FROM executions e JOIN jobs j ON j.id = e.job_id
 WHERE e.status IN ('pending', 'queued') AND e.attempt = 0 AND e.reason IS NULL
   AND e.due_at < clock_timestamp() - make_interval(secs => $1) AND j.schedule_kind = 'cron'
-  AND ($3::uuid IS NULL OR e.job_id = $3)
+  AND ($3::uuid[] IS NULL OR e.job_id = ANY($3))
 ORDER BY e.job_id, e.scheduled_for
 LIMIT $2;
 
@@ -241,4 +241,92 @@ SELECT (SELECT min(due_at) FROM executions WHERE status = 'queued') AS oldest_qu
             SELECT status, count(*) AS n FROM executions
             WHERE scheduled_for > clock_timestamp() - interval '1 hour' AND scheduled_for <= clock_timestamp()
             GROUP BY status) s) AS last_hour_by_status,
+       clock_timestamp() AS now;
+
+-- name: tenant_insert
+-- Register a tenant; returns nothing when the name is taken.
+INSERT INTO tenants (name) VALUES ($1) ON CONFLICT DO NOTHING RETURNING name, created_at;
+
+-- name: token_insert
+-- Record a token's hash ($3) for tenant $2 under id $1; returns nothing when there is no such tenant.
+INSERT INTO api_tokens (id, tenant, token_hash)
+SELECT $1, name, $3 FROM tenants WHERE name = $2
+RETURNING id;
+
+-- name: token_authenticate
+-- The live token with this hash: its id and tenant. Notes its use, at most once a minute so a
+-- busy client does not turn every read into a write.
+WITH found AS (
+    SELECT id, tenant, last_used_at FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL
+), touched AS (
+    UPDATE api_tokens t SET last_used_at = clock_timestamp() FROM found f
+    WHERE t.id = f.id AND (f.last_used_at IS NULL OR f.last_used_at < clock_timestamp() - interval '1 minute')
+)
+SELECT id, tenant FROM found;
+
+-- name: idempotency_get
+-- The recorded first result of tenant $1's create with key $2, if younger than $3 seconds.
+SELECT request_hash, job_id, response FROM idempotency_keys
+WHERE tenant = $1 AND key = $2 AND created_at > clock_timestamp() - make_interval(secs => $3);
+
+-- name: idempotency_insert
+-- Record a create's key ($2), request hash, job and response for tenant $1; an entry older than
+-- $6 seconds is replaced. Returns nothing when a live entry holds the key (a concurrent
+-- duplicate waits here on the key's row lock until the first commits).
+INSERT INTO idempotency_keys (tenant, key, request_hash, job_id, response)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (tenant, key) DO UPDATE
+    SET request_hash = excluded.request_hash, job_id = excluded.job_id, response = excluded.response,
+        created_at = clock_timestamp()
+    WHERE idempotency_keys.created_at <= clock_timestamp() - make_interval(secs => $6)
+RETURNING key;
+
+-- name: job_page
+-- One tenant's jobs newest first, after the cursor ($3 created_at, $4 id); deleted ones when $2.
+SELECT * FROM jobs
+WHERE tenant = $1 AND ($2 OR deleted_at IS NULL) AND (created_at, id) < ($3, $4)
+ORDER BY created_at DESC, id DESC
+LIMIT $5;
+
+-- name: job_last_executions
+-- For each job in $1, its latest execution that started or was skipped (the "last outcome").
+SELECT j.id AS job_id, l.id, l.status, l.scheduled_for, l.finished_at
+FROM unnest($1::uuid[]) AS j(id)
+CROSS JOIN LATERAL (
+    SELECT e.id, e.status, e.scheduled_for, e.finished_at FROM executions e
+    WHERE e.job_id = j.id AND e.status IN ('running', 'succeeded', 'failed', 'skipped')
+    ORDER BY e.scheduled_for DESC LIMIT 1
+) l;
+
+-- name: execution_page
+-- One tenant's executions newest first (scheduled_for, id), strictly after the cursor ($6, $7),
+-- optionally of one job ($2) and status ($3), scheduled in [$4, $5). Keyset pagination on
+-- executions_tenant_recent: a row inserted meanwhile never shifts a later page.
+SELECT * FROM executions
+WHERE tenant = $1 AND ($2::uuid IS NULL OR job_id = $2) AND ($3::text IS NULL OR status = $3)
+  AND scheduled_for >= $4 AND scheduled_for < $5
+  AND (scheduled_for, id) < ($6, $7)
+ORDER BY scheduled_for DESC, id DESC
+LIMIT $8;
+
+-- name: execution_tenant_recent_stats
+-- Tenant $1's executions scheduled in the last $2 seconds: count per status, and start-lag
+-- percentiles (first start minus scheduled time, in seconds) of those that started.
+WITH recent AS (
+    SELECT status, extract(epoch FROM first_started_at - scheduled_for) AS lag_s FROM executions
+    WHERE tenant = $1 AND scheduled_for > clock_timestamp() - make_interval(secs => $2)
+      AND scheduled_for <= clock_timestamp()
+)
+SELECT (SELECT coalesce(jsonb_object_agg(status, n), '{}') FROM (SELECT status, count(*) AS n FROM recent GROUP BY status) s)
+           AS by_status,
+       (SELECT percentile_cont(ARRAY[0.5, 0.9, 0.99]) WITHIN GROUP (ORDER BY lag_s) FROM recent WHERE lag_s IS NOT NULL)
+           AS lag_percentiles_s,
+       (SELECT max(lag_s) FROM recent) AS lag_max_s,
+       (SELECT count(lag_s) FROM recent) AS started;
+
+-- name: execution_oldest_due
+-- Fleet-wide: the earliest due time among executions not yet started (both partial indexes
+-- answer with one index probe each), and Postgres's now.
+SELECT least((SELECT min(due_at) FROM executions WHERE status = 'queued'),
+             (SELECT min(due_at) FROM executions WHERE status = 'pending')) AS oldest_due_at,
        clock_timestamp() AS now;

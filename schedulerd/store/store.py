@@ -6,14 +6,16 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 import asyncpg
 
-from schedulerd.models import Attempt, Claim, Enqueue, Execution, Job, Outcome
+from schedulerd.models import (
+    Attempt, Claim, Enqueue, Execution, IdempotencyRecord, Job, LastExecution, Outcome, TenantStats,
+)  # fmt: skip
 from schedulerd.store.sql import QUERIES
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
@@ -63,6 +65,11 @@ async def _init_connection(connection: asyncpg.Connection) -> None:
     await connection.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
+async def _keep_session(connection: asyncpg.Connection) -> None:
+    """Skip asyncpg's per-release RESET ALL/UNLISTEN round trip: we keep no session state
+    (open transactions are still rolled back by the pool). Measured: ~7% of a busy worker."""
+
+
 class Store:
     """Methods run on a pool, or on one connection inside `transaction()`."""
 
@@ -71,7 +78,9 @@ class Store:
 
     @classmethod
     async def connect(cls, database_url: str, *, min_size: int = 2, max_size: int = 10) -> Store:
-        pool = await asyncpg.create_pool(database_url, min_size=min_size, max_size=max_size, init=_init_connection)
+        pool = await asyncpg.create_pool(
+            database_url, min_size=min_size, max_size=max_size, init=_init_connection, reset=_keep_session
+        )
         return cls(pool)
 
     async def close(self) -> None:
@@ -148,8 +157,8 @@ class Store:
     async def execution_revive_for_job(self, job_id: UUID, horizon_s: float) -> list[Execution]:
         return [Execution.from_row(r) for r in await self.db.fetch(QUERIES["execution_revive_for_job"], job_id, horizon_s)]
 
-    async def execution_missed(self, grace_s: float, limit: int, job_id: UUID | None = None) -> list[Any]:
-        return await self.db.fetch(QUERIES["execution_missed"], grace_s, limit, job_id)
+    async def execution_missed(self, grace_s: float, limit: int, job_ids: Sequence[UUID] | None = None) -> list[Any]:
+        return await self.db.fetch(QUERIES["execution_missed"], grace_s, limit, job_ids)
 
     async def execution_skip_many(self, execution_ids: Sequence[UUID]) -> set[UUID]:
         return {r["id"] for r in await self.db.fetch(QUERIES["execution_skip_many"], execution_ids)}
@@ -219,3 +228,66 @@ class Store:
 
     async def execution_overview(self) -> dict[str, Any]:
         return dict(await self.db.fetchrow(QUERIES["execution_overview"]))
+
+    # --- tenants, tokens and the API's reads (appended for the HTTP API) ----------------------
+
+    async def tenant_insert(self, name: str) -> bool:
+        """False when the name is taken."""
+        return await self.db.fetchrow(QUERIES["tenant_insert"], name) is not None
+
+    async def token_insert(self, token_id: UUID, tenant: str, token_hash: bytes) -> bool:
+        """False when there is no such tenant."""
+        return await self.db.fetchrow(QUERIES["token_insert"], token_id, tenant, token_hash) is not None
+
+    async def token_authenticate(self, token_hash: bytes) -> tuple[UUID, str] | None:
+        """(token id, tenant) of the live token with this hash."""
+        row = await self.db.fetchrow(QUERIES["token_authenticate"], token_hash)
+        return (row["id"], row["tenant"]) if row else None
+
+    async def idempotency_get(self, tenant: str, key: str, ttl_s: float) -> IdempotencyRecord | None:
+        row = await self.db.fetchrow(QUERIES["idempotency_get"], tenant, key, ttl_s)
+        return IdempotencyRecord.from_row(row) if row else None
+
+    async def idempotency_insert(
+        self, tenant: str, key: str, request_hash: bytes, job_id: UUID, response: dict[str, Any], ttl_s: float
+    ) -> bool:
+        """False when a live entry already holds the key."""
+        row = await self.db.fetchrow(QUERIES["idempotency_insert"], tenant, key, request_hash, job_id, response, ttl_s)
+        return row is not None
+
+    async def job_page(
+        self, tenant: str, *, deleted: bool, after: tuple[datetime, UUID] | None, limit: int
+    ) -> list[Job]:
+        after = after or (datetime.max.replace(tzinfo=UTC), UUID(int=(1 << 128) - 1))
+        rows = await self.db.fetch(QUERIES["job_page"], tenant, deleted, after[0], after[1], limit)
+        return [Job.from_row(r) for r in rows]
+
+    async def job_last_executions(self, job_ids: Sequence[UUID]) -> dict[UUID, LastExecution]:
+        rows = await self.db.fetch(QUERIES["job_last_executions"], list(job_ids))
+        return {r["job_id"]: LastExecution.from_row(r) for r in rows}
+
+    async def execution_page(
+        self, tenant: str, *, job_id: UUID | None, status: str | None, since: datetime | None,
+        until: datetime | None, after: tuple[datetime, UUID] | None, limit: int,
+    ) -> list[Execution]:
+        """Newest first; the bounds are always bound (no "IS NULL OR") so the cursor stays an
+        index condition on executions_tenant_recent."""
+        lowest, highest = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
+        after = after or (highest, UUID(int=(1 << 128) - 1))
+        rows = await self.db.fetch(
+            QUERIES["execution_page"], tenant, job_id, status, since or lowest, until or highest, after[0], after[1], limit
+        )
+        return [Execution.from_row(r) for r in rows]
+
+    async def execution_tenant_recent_stats(self, tenant: str, window_s: float) -> TenantStats:
+        row = await self.db.fetchrow(QUERIES["execution_tenant_recent_stats"], tenant, window_s)
+        p50, p90, p99 = row["lag_percentiles_s"] or (None, None, None)
+        as_float = lambda v: None if v is None else float(v)  # noqa: E731 - numeric comes back as Decimal
+        return TenantStats(
+            dict(row["by_status"]), as_float(p50), as_float(p90), as_float(p99), as_float(row["lag_max_s"]), row["started"]
+        )
+
+    async def execution_oldest_due(self) -> tuple[datetime | None, datetime]:
+        """(earliest due time of an unstarted execution, fleet-wide, or None; Postgres's now)."""
+        row = await self.db.fetchrow(QUERIES["execution_oldest_due"])
+        return row["oldest_due_at"], row["now"]

@@ -38,10 +38,3 @@ async def test_quick_bench_runs_everything_once(servers: tuple[str, str]) -> Non
         assert [k async for k in client.scan_iter(match=f"*schedulerd-bench-{report['run_id']}*")] == []
     finally:
         await client.aclose()
-
-
-def test_cron_scenario_is_not_available_yet() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "schedulerd.bench", "cron", "--jobs", "10"], cwd=REPO_ROOT, capture_output=True, text=True
-    )
-    assert result.returncode == 2 and "issue 3" in result.stderr
