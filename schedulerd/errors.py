@@ -10,12 +10,14 @@ class ConfigError(SchedulerdError):
 
 
 class ValidationError(SchedulerdError):
-    """A job definition was refused; `field` names the offending input."""
+    """A job definition was refused; `field` names the offending input, `limit` the setting
+    that bounds it when a size limit refused it (e.g. "jobs.max_params_bytes")."""
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str, limit: str | None = None) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+        self.limit = limit
 
 
 class NotFoundError(SchedulerdError):

@@ -136,3 +136,35 @@ class Enqueue:
 
     execution_id: UUID
     due_at: datetime
+
+
+@dataclass(frozen=True)
+class IdempotencyRecord(_Row):
+    """The first result of a create made with an Idempotency-Key."""
+
+    request_hash: bytes
+    job_id: UUID
+    response: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LastExecution(_Row):
+    """A job's latest execution that started or was skipped: its "last outcome"."""
+
+    job_id: UUID
+    id: UUID
+    status: str
+    scheduled_for: datetime
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class TenantStats:
+    """One tenant's recent executions: count per status and start-lag percentiles (seconds)."""
+
+    by_status: dict[str, int]
+    lag_p50_s: float | None
+    lag_p90_s: float | None
+    lag_p99_s: float | None
+    lag_max_s: float | None
+    started: int
