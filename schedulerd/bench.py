@@ -170,6 +170,7 @@ def start_replicas(
             "SCHEDULERD_DAEMON_WORKER_ID": f"bench-{n}",
             "SCHEDULERD_LOG_LEVEL": "warning",
             "SCHEDULERD_LOG_FORMAT": "json",
+            "SCHEDULERD_API_ENABLED": "false",  # replicas on one host would share [api].port
             **settings,
         }
         log_path = log_dir / f"bench-{n}.log"

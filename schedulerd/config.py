@@ -29,6 +29,7 @@ class DatabaseConfig:
 class RedisConfig:
     url: str = ""  # empty: embedded Redis
     prefix: str = "schedulerd"  # key prefix shared by the replicas of one deployment
+    timeout_s: float = 1.0  # per command; past it Redis counts as unreachable and workers claim from Postgres
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class WorkerConfig:
     heartbeat_s: float = 5.0  # lease extension interval
     threads: int = 16  # thread pool for synchronous handlers
     shutdown_grace_s: float = 10.0  # on stop, how long in-flight handlers may run on
+    redis_probe_s: float = 2.0  # while Redis is unreachable, how often to try it again
 
 
 @dataclass(frozen=True)

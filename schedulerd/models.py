@@ -27,6 +27,7 @@ class AttemptOutcome(enum.StrEnum):
     FAILED = "failed"  # the handler raised
     TIMED_OUT = "timed_out"  # the handler outlived its timeout
     LEASE_EXPIRED = "lease_expired"  # the worker stopped heartbeating (died or froze)
+    HANDED_BACK = "handed_back"  # the worker shut down gracefully; the attempt was not counted
 
 
 class _Row:

@@ -17,6 +17,8 @@ import redis.asyncio as redis
 from schedulerd.models import Enqueue
 
 POP_LIMIT_MAX = 5000  # pop_due-2.lua refuses more (Lua stack limits)
+# Redis is down, paused or unreachable: callers fall back to Postgres and try again later.
+UNREACHABLE = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, OSError, TimeoutError)
 
 
 def _lua_dir() -> Path:
@@ -57,8 +59,9 @@ class DelayQueue:
         self._pop_due = client.register_script(load_script("pop_due"))
 
     @classmethod
-    def connect(cls, redis_url: str, prefix: str) -> DelayQueue:
-        return cls(redis.from_url(redis_url, decode_responses=True), prefix)
+    def connect(cls, redis_url: str, prefix: str, timeout_s: float = 1.0) -> DelayQueue:
+        client = redis.from_url(redis_url, decode_responses=True, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+        return cls(client, prefix)
 
     async def close(self) -> None:
         await self.client.aclose()
@@ -100,3 +103,4 @@ class DelayQueue:
 
     async def delete_all(self) -> None:
         await self.client.delete(self.queue_key, self.epoch_key)
+

@@ -16,7 +16,7 @@ import structlog
 
 from schedulerd.config import SweeperConfig
 from schedulerd.models import Enqueue, ExecutionStatus
-from schedulerd.queue import DelayQueue
+from schedulerd.queue import UNREACHABLE, DelayQueue
 from schedulerd.store import Store
 
 log = structlog.get_logger("schedulerd.sweeper")
@@ -41,35 +41,50 @@ class Sweeper:
         self._reconcile_requested = asyncio.Event()
 
     def request_reconcile(self) -> None:
-        """Called when a pop reports the epoch marker missing: sweep now, not at the next tick."""
+        """Called when a pop finds the epoch marker missing, or Redis answering again after an
+        outage: rebuild the queue now, not at the next tick."""
+        self._epoch = None
         self._reconcile_requested.set()
 
     async def run_once(self) -> SweepResult:
+        # Leases first: they live in Postgres alone, so expired ones come back even while Redis
+        # is unreachable (workers then claim them straight from Postgres).
+        reclaimed = failed = 0
+        requeue: list[Enqueue] = []
+        while True:
+            handed_back = await self.store.execution_reclaim_expired(self.config.batch_size)
+            requeue += [Enqueue(i, due_at) for i, status, due_at in handed_back if status == ExecutionStatus.QUEUED]
+            failed += sum(status != ExecutionStatus.QUEUED for _, status, _ in handed_back)
+            if len(handed_back) < self.config.batch_size:
+                break
+        reclaimed = len(requeue)
+        try:
+            reconciled, re_enqueued = await self._repair_queue(requeue)
+        except UNREACHABLE as exc:
+            log.warning("sweeper.redis_unreachable", error=f"{type(exc).__name__}: {exc}")
+            reconciled = re_enqueued = 0
+        result = SweepResult(reclaimed, failed, re_enqueued, reconciled)
+        if result != SweepResult():
+            log.info("sweeper.swept", **result.__dict__)
+        return result
+
+    async def _repair_queue(self, requeue: list[Enqueue]) -> tuple[int, int]:
+        """Put reclaimed executions back in Redis; rebuild it after a data loss; re-add queued
+        executions overdue and missing. Returns (reconciled, re-enqueued)."""
+        if requeue:
+            await self.queue.add(requeue, only_new=False)
         reconciled = 0
         epoch = await self.queue.ensure_epoch()
         if epoch != self._epoch:
             # First sweep of this process, or Redis lost its data: rebuild the queue from Postgres.
             reconciled = await self.reconcile_all()
             self._epoch = epoch
-        reclaimed = failed = 0
-        while True:
-            handed_back = await self.store.execution_reclaim_expired(self.config.batch_size)
-            requeue = [Enqueue(i, due_at) for i, status, due_at in handed_back if status == ExecutionStatus.QUEUED]
-            if requeue:
-                await self.queue.add(requeue, only_new=False)
-            reclaimed += len(requeue)
-            failed += len(handed_back) - len(requeue)
-            if len(handed_back) < self.config.batch_size:
-                break
         overdue = await self.store.execution_queued_overdue(self.config.grace_s, self.config.batch_size)
         by_id = {str(e.execution_id): e for e in overdue}
         missing = await self.queue.missing(list(by_id))
         if missing:
             await self.queue.add([by_id[i] for i in missing], only_new=True)
-        result = SweepResult(reclaimed, failed, len(missing), reconciled)
-        if result != SweepResult():
-            log.info("sweeper.swept", **result.__dict__)
-        return result
+        return reconciled, len(missing)
 
     async def reconcile_all(self) -> int:
         """ZADD NX every queued execution, earliest first."""

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import functools
 import random
+import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +26,7 @@ from schedulerd.config import WorkerConfig
 from schedulerd.core.backoff import after_failure
 from schedulerd.errors import ValidationError
 from schedulerd.models import AttemptOutcome, Claim, Enqueue, ExecutionStatus, Outcome
-from schedulerd.queue import DelayQueue, Pop
+from schedulerd.queue import UNREACHABLE, DelayQueue, Pop
 from schedulerd.store import Store
 
 log = structlog.get_logger("schedulerd.worker")
@@ -43,7 +44,7 @@ def describe_error(exc: BaseException) -> str:
 class _Running:
     claim: Claim
     task: asyncio.Task[None] | None = None
-    lease_lost: bool = False
+    stopped: str | None = None  # "lease_lost" or "handed_back": cancelled on purpose, outcome already written
 
 
 @dataclass
@@ -81,6 +82,8 @@ class Worker:
         self._outcomes: list[Outcome] = []
         self._outcome_ready = asyncio.Event()
         self._closing = False  # set after the drain: the finish loop writes what is left and returns
+        self.redis_down_since: float | None = None  # monotonic time Redis stopped answering, if it has
+        self._next_redis_probe = 0.0
         self._slot_free = asyncio.Event()
         self._threads = ThreadPoolExecutor(config.threads, thread_name_prefix="schedulerd-task")
 
@@ -91,7 +94,23 @@ class Worker:
         free = self.config.concurrency - len(self.running)
         if free <= 0:
             return 0
-        pop = await self.queue.pop_due(min(free, self.config.batch_size))
+        limit = min(free, self.config.batch_size)
+        if self.redis_down_since is not None and time.monotonic() < self._next_redis_probe:
+            return self._start(await self.store.execution_claim_due(limit, self.config.lease_s, self.worker_id))
+        try:
+            pop = await self.queue.pop_due(limit)
+        except UNREACHABLE as exc:
+            # Redis is an index, not the record: keep starting due work straight from Postgres.
+            if self.redis_down_since is None:
+                self.redis_down_since = time.monotonic()
+                log.warning("worker.redis_unreachable", error=f"{type(exc).__name__}: {exc}", fallback="postgres")
+            self._next_redis_probe = time.monotonic() + self.config.redis_probe_s
+            self.stats.last_pop = None
+            return self._start(await self.store.execution_claim_due(limit, self.config.lease_s, self.worker_id))
+        if self.redis_down_since is not None:
+            log.info("worker.redis_back", outage_s=round(time.monotonic() - self.redis_down_since, 3))
+            self.redis_down_since = None
+            self.on_epoch_lost()  # entries may be missing (restart, or ZADDs that failed meanwhile)
         self.stats.last_pop = pop
         if pop.epoch != self.stats.known_epoch:
             if pop.epoch is None or self.stats.known_epoch is not None:
@@ -108,8 +127,11 @@ class Worker:
             with contextlib.suppress(Exception):
                 await self.queue.add([Enqueue(UUID(i), now) for i in pop.execution_ids], only_new=True)
             raise
-        self.stats.claimed += len(claims)
         self.stats.dropped += len(pop.execution_ids) - len(claims)
+        return self._start(claims)
+
+    def _start(self, claims: list[Claim]) -> int:
+        self.stats.claimed += len(claims)
         for claim in claims:
             running = _Running(claim)
             self.running[claim.id] = running
@@ -151,8 +173,8 @@ class Worker:
                     call = functools.partial(task.handler, ctx, claim.params)
                     await asyncio.get_running_loop().run_in_executor(self._threads, call)
         except asyncio.CancelledError:
-            if running.lease_lost:
-                bound.warning("worker.lease_lost")  # the sweeper already recorded this attempt
+            if running.stopped is not None:
+                bound.warning(f"worker.{running.stopped}")  # the attempt is recorded elsewhere
                 return
             raise
         except TimeoutError as exc:
@@ -206,7 +228,10 @@ class Worker:
             log.warning("worker.outcome_fenced_out", execution_ids=sorted(map(str, refused)))
         retries = [Enqueue(i, due_at) for i, status, due_at in applied if status == ExecutionStatus.QUEUED]
         if retries:
-            await self.queue.add(retries, only_new=False)
+            try:
+                await self.queue.add(retries, only_new=False)
+            except UNREACHABLE:  # recorded in Postgres: the fallback claim or the sweeper brings them back
+                log.warning("worker.retry_enqueue_failed", count=len(retries))
         return len(applied)
 
     async def heartbeat_once(self) -> int:
@@ -218,7 +243,7 @@ class Worker:
         for execution_id, _ in held:
             running = self.running.get(execution_id)
             if execution_id not in alive and running is not None and running.task is not None:
-                running.lease_lost = True
+                running.stopped = "lease_lost"
                 self.stats.lease_lost += 1
                 running.task.cancel()
         return len(alive)
@@ -264,16 +289,29 @@ class Worker:
             await self.flush_outcomes()
 
     async def _drain(self) -> None:
-        """After stop: let in-flight handlers finish within the grace, then abandon the rest
-        (their leases expire and the sweeper hands them to another replica)."""
+        """After stop: let in-flight handlers finish within the grace, then hand the rest back
+        (queued again at once, attempt not used up) so another replica takes them now rather
+        than after their lease. If that write fails, the lease expiry still brings them back."""
         tasks = [r.task for r in self.running.values() if r.task is not None]
         if not tasks:
             return
         log.info("worker.draining", in_flight=len(tasks), grace_s=self.config.shutdown_grace_s)
-        done, pending = await asyncio.wait(tasks, timeout=self.config.shutdown_grace_s)
-        for task in pending:
-            task.cancel()
+        _, pending = await asyncio.wait(tasks, timeout=self.config.shutdown_grace_s)
+        unfinished = [r for r in self.running.values() if r.task in pending]
+        for running in unfinished:
+            running.stopped = "handed_back"
+            running.task.cancel()  # type: ignore[union-attr]
         await asyncio.gather(*pending, return_exceptions=True)
+        if not unfinished:
+            return
+        from schedulerd.daemon import TRANSIENT_ERRORS
+
+        try:
+            back = await self.store.execution_hand_back_many([(r.claim.id, r.claim.fence) for r in unfinished])
+            await self.queue.add(back, only_new=False)
+            log.info("worker.handed_back", count=len(back))
+        except TRANSIENT_ERRORS as exc:
+            log.warning("worker.hand_back_failed", count=len(unfinished), error=str(exc))
 
 
 async def _wait_any(*events: asyncio.Event, timeout_s: float) -> None:

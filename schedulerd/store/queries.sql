@@ -158,6 +158,20 @@ WHERE e.id = ANY($1::uuid[]) AND e.status IN ('pending', 'queued') AND e.due_at 
 RETURNING e.id, e.job_id, e.tenant, e.scheduled_for, e.attempt, e.fence, e.started_at,
           j.task, j.params, j.timeout_s, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s;
 
+-- name: execution_claim_due
+-- The fallback while Redis is unreachable: claim up to $1 due executions straight from
+-- Postgres, oldest first, like execution_claim_many (lease $2 s, worker $3). SKIP LOCKED lets
+-- every worker poll at once without waiting on each other.
+UPDATE executions e SET status = 'running', attempt = e.attempt + 1, fence = e.fence + 1,
+       lease_until = clock_timestamp() + make_interval(secs => $2), worker = $3,
+       started_at = clock_timestamp(), first_started_at = coalesce(e.first_started_at, clock_timestamp())
+FROM (SELECT id FROM executions
+      WHERE status IN ('pending', 'queued') AND due_at <= clock_timestamp()
+      ORDER BY due_at LIMIT $1 FOR UPDATE SKIP LOCKED) d, jobs j
+WHERE e.id = d.id AND j.id = e.job_id
+RETURNING e.id, e.job_id, e.tenant, e.scheduled_for, e.attempt, e.fence, e.started_at,
+          j.task, j.params, j.timeout_s, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s;
+
 -- name: execution_heartbeat_many
 -- Extend the leases of running executions still held at the given fences; ids not returned
 -- have lost their lease (reclaimed by the sweeper) and their handlers must stop.
@@ -192,6 +206,24 @@ WITH input AS (
     FROM finished f JOIN input i ON i.id = f.id
 )
 SELECT id, status, due_at FROM finished;
+
+-- name: execution_hand_back_many
+-- A worker shutting down gives back executions it holds (fences in $2) that did not finish in
+-- the grace: queued again, due now, and the attempt is not counted (the claim will count it
+-- again). The interrupted attempt is recorded as 'handed_back'.
+WITH back AS (
+    UPDATE executions e SET status = 'queued', attempt = e.attempt - 1, due_at = clock_timestamp(),
+           enqueued_at = clock_timestamp(), lease_until = NULL
+    FROM unnest($1::uuid[], $2::bigint[]) AS h(id, fence)
+    WHERE e.id = h.id AND e.fence = h.fence AND e.status = 'running'
+    RETURNING e.id, e.attempt + 1 AS attempt, e.fence, e.worker, e.started_at, e.due_at
+), recorded AS (
+    INSERT INTO attempts (execution_id, attempt, fence, worker, started_at, finished_at, outcome, error)
+    SELECT id, attempt, fence, worker, started_at, clock_timestamp(), 'handed_back',
+           'worker ' || coalesce(worker, '?') || ' shut down; handed back without using up an attempt'
+    FROM back
+)
+SELECT id, due_at FROM back;
 
 -- name: execution_reclaim_expired
 -- Hand back executions whose lease expired (their worker died or froze): queued again, due now,

@@ -192,6 +192,10 @@ class Store:
         rows = await self.db.fetch(QUERIES["execution_claim_many"], execution_ids, lease_s, worker)
         return [Claim.from_row(r) for r in rows]
 
+    async def execution_claim_due(self, limit: int, lease_s: float, worker: str) -> list[Claim]:
+        rows = await self.db.fetch(QUERIES["execution_claim_due"], limit, lease_s, worker)
+        return [Claim.from_row(r) for r in rows]
+
     async def execution_heartbeat_many(
         self, held: Sequence[tuple[UUID, int]], lease_s: float
     ) -> set[UUID]:
@@ -213,6 +217,10 @@ class Store:
             [o.retry_delay_s for o in outcomes],
         )
         return [(r["id"], r["status"], r["due_at"]) for r in rows]
+
+    async def execution_hand_back_many(self, held: Sequence[tuple[UUID, int]]) -> list[Enqueue]:
+        rows = await self.db.fetch(QUERIES["execution_hand_back_many"], [h[0] for h in held], [h[1] for h in held])
+        return [Enqueue(r["id"], r["due_at"]) for r in rows]
 
     async def execution_reclaim_expired(self, limit: int) -> list[tuple[UUID, str, datetime]]:
         rows = await self.db.fetch(QUERIES["execution_reclaim_expired"], limit)

@@ -107,3 +107,35 @@ async def test_sweeper_never_undoes_a_completion(make_job, make_worker, store, s
     await store.db.execute("UPDATE executions SET lease_until = now() - interval '1 second'")
     assert (await sweeper.run_once()).reclaimed == 0
     assert (await store.execution_get(execution.id)).status == ExecutionStatus.SUCCEEDED
+
+
+async def test_with_redis_unreachable_workers_claim_from_postgres_and_leases_still_come_back(
+    make_job, store, config
+) -> None:
+    from schedulerd.sweeper import Sweeper
+    from schedulerd.worker import Worker
+
+    unreachable = DelayQueue.connect("redis://127.0.0.1:1/0", "nowhere", timeout_s=0.2)
+    try:
+        executions = [(await make_job("sleep", params={"seconds": 30}))[1] for _ in range(3)]
+        worker = Worker(store, unreachable, replace(config.worker, redis_probe_s=60), "fallback", horizon_s=300)
+        assert await worker.run_once() == 3  # straight from Postgres
+        assert worker.redis_down_since is not None
+        rows = [await store.execution_get(e.id) for e in executions]
+        assert {(r.status, r.worker, r.fence) for r in rows} == {("running", "fallback", 1)}
+        assert await worker.run_once() == 0  # nothing else is due; nothing is claimed twice
+
+        # The worker dies; its leases expire; the sweeper hands them back without Redis.
+        for running in list(worker.running.values()):
+            running.task.cancel()
+        await store.db.execute("UPDATE executions SET lease_until = now() - interval '1 second'")
+        result = await Sweeper(store, unreachable, config.sweeper).run_once()
+        assert result.reclaimed == 3
+        successor = Worker(store, unreachable, config.worker, "successor", horizon_s=300)
+        assert await successor.run_once() == 3
+        for running in list(successor.running.values()):
+            running.task.cancel()
+        worker._threads.shutdown(wait=False)
+        successor._threads.shutdown(wait=False)
+    finally:
+        await unreachable.close()

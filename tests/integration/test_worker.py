@@ -178,3 +178,22 @@ def _enqueue(execution):  # type: ignore[no-untyped-def]
     from schedulerd.models import Enqueue
 
     return Enqueue(execution.id, execution.due_at)
+
+
+async def test_shutdown_hands_unfinished_executions_back_without_using_an_attempt(make_job, make_worker, store, queue) -> None:
+    _, slow = await make_job("sleep", params={"seconds": 30})
+    _, quick = await make_job("sleep", params={"seconds": 0.05})
+    worker = make_worker(shutdown_grace_s=0.3)
+    assert await worker.run_once() == 2
+
+    await worker._drain()
+    await worker.flush_outcomes()
+
+    assert (await store.execution_get(quick.id)).status == ExecutionStatus.SUCCEEDED
+    back = await store.execution_get(slow.id)
+    assert (back.status, back.attempt, back.fence) == ("queued", 0, 1)
+    (attempt,) = await store.attempt_list(slow.id)
+    assert (attempt.attempt, attempt.outcome) == (1, "handed_back")
+    assert await queue.missing([str(slow.id)]) == []
+    claims = await store.execution_claim_many([str(slow.id)], 10.0, "next")
+    assert [(c.attempt, c.fence) for c in claims] == [(1, 2)]  # the same attempt number, a newer fence
