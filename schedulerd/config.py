@@ -52,7 +52,8 @@ class DaemonConfig:
 class WorkerConfig:
     concurrency: int = 256  # executions run at once per process
     batch_size: int = 256  # executions popped and claimed per round trip
-    poll_max_s: float = 0.5  # longest sleep between pops when nothing is due
+    poll_max_s: float = 0.1  # longest sleep between pops when nothing is due (bounds a new job's start lag)
+    linger_s: float = 0.02  # shortest pause between partial pops and between outcome writes: batches them
     lease_s: float = 15.0  # lease granted at claim and at each heartbeat
     heartbeat_s: float = 5.0  # lease extension interval
     threads: int = 16  # thread pool for synchronous handlers

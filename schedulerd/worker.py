@@ -145,10 +145,6 @@ class Worker:
             return self.config.poll_max_s
         return min(self.config.poll_max_s, max(0.0, (pop.next_due_ms - pop.now_ms) / 1000))
 
-    def wake(self) -> None:
-        """Something was enqueued by this process or a slot freed: pop again now."""
-        self._slot_free.set()
-
     # --- running a handler -------------------------------------------------------------------
 
     async def _execute(self, running: _Running) -> None:
@@ -272,10 +268,16 @@ class Worker:
     async def _pop_loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             started = await self.run_once()
-            if started and len(self.running) < self.config.concurrency:
-                continue  # more may be due right now
+            full = len(self.running) >= self.config.concurrency
+            if started >= self.config.batch_size and not full:
+                continue  # a whole batch was due: more probably is
             self._slot_free.clear()
-            await _wait_any(stop, self._slot_free, timeout_s=self.sleep_s())
+            if full:  # wait for a handler to finish
+                await _wait_any(stop, self._slot_free, timeout_s=self.config.poll_max_s)
+            else:
+                # Linger a little even when the next entry is due sooner: executions falling due
+                # one by one are then claimed and finished in batches, not one round trip each.
+                await _wait_any(stop, timeout_s=max(self.config.linger_s, self.sleep_s()))
 
     async def _heartbeat_loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set() or self.running:
@@ -285,6 +287,8 @@ class Worker:
     async def _finish_loop(self, stop: asyncio.Event) -> None:
         while not (self._closing and not self._outcomes):
             await self._outcome_ready.wait()
+            if not self._closing:
+                await asyncio.sleep(self.config.linger_s)  # let outcomes gather into one statement
             self._outcome_ready.clear()
             await self.flush_outcomes()
 
