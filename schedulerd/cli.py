@@ -78,6 +78,13 @@ def _parser() -> argparse.ArgumentParser:
     preview.add_argument("--count", type=int, default=5)
     preview.add_argument("--json", action="store_true")
 
+    tenant = commands.add_parser("tenant", help="API tenants").add_subparsers(dest="tenant_command", required=True)
+    tenant_create = tenant.add_parser("create", help="register a tenant; prints its first API token (once)")
+    tenant_create.add_argument("name")
+    token = commands.add_parser("token", help="API tokens").add_subparsers(dest="token_command", required=True)
+    token_create = token.add_parser("create", help="issue another token for a tenant; prints it (once)")
+    token_create.add_argument("tenant")
+
     executions = commands.add_parser("executions", help="inspect executions").add_subparsers(
         dest="executions_command", required=True
     )
@@ -336,6 +343,19 @@ async def _status(args: argparse.Namespace, config: Config) -> None:
         print(f"{key:26} {value}")
 
 
+async def _tenant_token(args: argparse.Namespace, config: Config) -> None:
+    """`tenant create NAME` / `token create TENANT`: the token alone on the last line, shown once."""
+    from schedulerd.tenants import Tenants
+
+    async with _Session(config) as jobs:
+        tenants = Tenants(jobs.store)
+        issued = await (tenants.create(args.name) if args.command == "tenant" else tenants.issue_token(args.tenant))
+    if args.command == "tenant":
+        print(f"tenant {issued.tenant} created")
+    print(f"token {issued.token_id} for tenant {issued.tenant} (shown once; only its hash is stored):")
+    print(issued.token)
+
+
 async def _migrate(args: argparse.Namespace, config: Config) -> None:
     from schedulerd.daemon import resolve_servers
     from schedulerd.store import migrate
@@ -357,6 +377,8 @@ COMMANDS = {
     ("executions", "list"): _executions_list,
     ("executions", "show"): _executions_show,
     ("migrate", None): _migrate,
+    ("tenant", "create"): _tenant_token,
+    ("token", "create"): _tenant_token,
     ("status", None): _status,
 }
 

@@ -138,6 +138,14 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
             store, queue, config.worker, worker_id,
             horizon_s=config.dispatcher.horizon_s, on_epoch_lost=sweeper.request_reconcile,
         )  # fmt: skip
+    if config.api.enabled:  # the HTTP API and dashboard, on this same event loop
+        from schedulerd.api import create_app
+        from schedulerd.api.server import listen
+        from schedulerd.jobs import Jobs
+
+        app = create_app(Jobs(store, queue, config), store, queue, config)
+        services["api"] = _Api(app, config, listen(config.api.host, config.api.port))
+        log.info("api.listening", url=f"http://{config.api.host}:{config.api.port}/")
     tasks = [asyncio.create_task(service.run(stop), name=role) for role, service in services.items()]
     log.info("daemon.started", worker_id=worker_id, roles=list(services), pid=os.getpid())
     try:
@@ -151,6 +159,20 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
         await queue.close()
         await store.close()
         log.info("daemon.stopped", worker_id=worker_id)
+
+
+@dataclass(frozen=True)
+class _Api:
+    """The API server in the shape of a loop: run(stop)."""
+
+    app: Any
+    config: Config
+    sock: Any
+
+    async def run(self, stop: asyncio.Event) -> None:
+        from schedulerd.api import serve_api
+
+        await serve_api(self.app, self.config.api, stop, self.sock)
 
 
 def run(config: Config) -> None:

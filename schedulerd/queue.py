@@ -104,3 +104,27 @@ class DelayQueue:
     async def delete_all(self) -> None:
         await self.client.delete(self.queue_key, self.epoch_key)
 
+
+class RequestCounter:
+    """Requests per API token in fixed windows (count_request-1.lua), kept in Redis so every
+    replica counts against one limit. Keys: {prefix}:rate:<token id>, expiring with the window."""
+
+    def __init__(self, client: redis.Redis, prefix: str) -> None:
+        self.client = client
+        self.key_prefix = f"{{{prefix}}}:rate:"
+        self._count_request = client.register_script(load_script("count_request"))
+
+    async def count_request(self, token_id: str, window_s: float) -> tuple[int, float] | None:
+        """(requests in this window including this one, seconds until it resets); None when
+        Redis cannot answer: the API then serves without a limit rather than not at all."""
+        try:
+            count, reset_ms = await self._count_request(
+                keys=[self.key_prefix + token_id], args=[max(1, round(window_s * 1000))]
+            )
+        except (redis.RedisError, OSError):
+            return None
+        return int(count), int(reset_ms) / 1000
+
+    async def delete_all(self) -> None:
+        async for key in self.client.scan_iter(match=self.key_prefix + "*", count=1000):
+            await self.client.delete(key)

@@ -32,6 +32,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 LOCAL_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 LOCAL_REDIS_URL = "redis://127.0.0.1:6379/0"
 configure_logging("warning", "console")  # keep test output to what the tests print
+# Daemons the tests start (and the benchmark's replicas) would all bind [api].port 8080: they
+# run without the API unless a test turns it on with a port of its own.
+os.environ.setdefault("SCHEDULERD_API_ENABLED", "false")
 
 MakeJob = Callable[..., Awaitable[tuple[Job, Execution]]]
 
@@ -94,7 +97,7 @@ def redis_url(servers: tuple[str, str]) -> str:
 async def store(database_url: str) -> AsyncIterator[Store]:
     """A Store on this run's database, emptied before each test (the loops scan every row)."""
     store = await Store.connect(database_url, min_size=1, max_size=8)
-    await store.db.execute("TRUNCATE jobs, executions, attempts")
+    await store.db.execute("TRUNCATE jobs, executions, attempts, idempotency_keys")
     yield store
     await store.close()
 

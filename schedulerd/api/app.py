@@ -1,0 +1,190 @@
+"""The HTTP API's application: create_app() wires services, auth, limits and error handling
+into FastAPI; routes.py holds the endpoints. Every refusal is JSON: {"error": {code, message,
+field, limit}}. The tenant always comes from the bearer token, never from the request."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from fastapi import FastAPI, Request, Security
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from schedulerd import registry
+from schedulerd.api.schemas import ErrorBody
+from schedulerd.config import Config
+from schedulerd.errors import NotFoundError, ValidationError
+from schedulerd.jobs import Jobs
+from schedulerd.queue import DelayQueue, RequestCounter
+from schedulerd.store import Store
+from schedulerd.tenants import Principal, Tenants
+
+log = structlog.get_logger("schedulerd.api")
+# schedulerd's own field names -> the request body's (JobSpec is flat; the body nests some).
+BODY_FIELDS = {
+    "window": "window_s", "max_attempts": "retry.max_attempts", "backoff_base_s": "retry.backoff_base_s",
+    "backoff_factor": "retry.backoff_factor", "backoff_max_s": "retry.backoff_max_s",
+    "misfire_policy": "misfire.policy", "catch_up_limit": "misfire.catch_up_limit", "id": "job_id",
+}  # fmt: skip
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": text}
+    for status, text in [(401, "no valid bearer token"), (404, "no such object for this tenant"),
+                         (413, "request body over api.max_body_bytes"), (422, "invalid input: `field` says which"),
+                         (429, "over api.rate_limit requests in api.rate_window_s (see Retry-After)")]
+}  # fmt: skip
+
+
+class ApiError(Exception):
+    def __init__(
+        self, status: int, code: str, message: str, *, field: str | None = None, limit: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:  # fmt: skip
+        super().__init__(message)
+        self.status, self.code, self.message, self.field, self.limit = status, code, message, field, limit
+        self.headers = headers
+
+
+def error_response(error: ApiError) -> JSONResponse:
+    body = {"error": {"code": error.code, "message": error.message, "field": error.field, "limit": error.limit}}
+    return JSONResponse(body, status_code=error.status, headers=error.headers)
+
+
+@dataclass(frozen=True)
+class Services:
+    jobs: Jobs
+    store: Store
+    queue: DelayQueue
+    config: Config
+    tenants: Tenants
+    counter: RequestCounter
+
+
+class BodyLimit:
+    """ASGI middleware: read the body up to api.max_body_bytes (+1) before the app sees it, so an
+    oversized request gets a 413 naming the limit whatever its Content-Length claims."""
+
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Callable[[], Awaitable[Any]], send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        refused = ApiError(413, "limit_exceeded", f"request body is larger than {self.max_bytes} bytes",
+                           field="body", limit="api.max_body_bytes")  # fmt: skip
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            return await error_response(refused)(scope, receive, send)
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            more = message.get("more_body", False)
+            if size > self.max_bytes:
+                return await error_response(refused)(scope, receive, send)
+        body, replayed = b"".join(chunks), False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if replayed:
+                return await receive()  # after the body: wait for the disconnect, as the server would
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+def _pydantic_error(exc: RequestValidationError) -> ApiError:
+    """The first error, with its location turned into the field a user wrote."""
+    first = exc.errors()[0]
+    loc = [str(part) for part in first.get("loc", ())]
+    where, path = (loc[0], loc[1:]) if loc else ("body", [])
+    if first.get("type") == "json_invalid":
+        return ApiError(422, "validation", f"is not valid JSON: {first.get('ctx', {}).get('error', first['msg'])}", field="body")
+    if where == "header":
+        field = "-".join(p.title() for p in path[0].replace("_", "-").split("-")) if path else "header"
+    else:
+        field = ".".join(path) or "body"
+    message = str(first.get("msg", "is invalid")).removeprefix("Value error, ")
+    if first.get("type") == "extra_forbidden":
+        message = "is not a field of this request" + (" (the tenant comes from the token)" if field == "tenant" else "")
+    if field == "limit" and where == "query" and first.get("type") == "less_than_equal":
+        return ApiError(422, "limit_exceeded", f"page size {message[0].lower()}{message[1:]}", field="limit",
+                        limit="api.page_size_max")  # fmt: skip
+    return ApiError(422, "validation", message, field=field)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return error_response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def request_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(_pydantic_error(exc))
+
+    @app.exception_handler(ValidationError)
+    async def spec_invalid(request: Request, exc: ValidationError) -> JSONResponse:
+        field = BODY_FIELDS.get(exc.field, exc.field)
+        if exc.limit:
+            return error_response(ApiError(422, "limit_exceeded", exc.message, field=field, limit=exc.limit))
+        return error_response(ApiError(422, "validation", exc.message, field=field))
+
+    @app.exception_handler(NotFoundError)
+    async def not_found(request: Request, exc: NotFoundError) -> JSONResponse:
+        return error_response(ApiError(404, "not_found", str(exc)))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:  # FastAPI's "error parsing the body": not UTF-8, or nested past the parser
+            return error_response(ApiError(422, "validation", "is not valid JSON (UTF-8, reasonably nested)", field="body"))
+        codes = {404: "not_found", 405: "method_not_allowed"}
+        return error_response(ApiError(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail),
+                                       headers=exc.headers))  # fmt: skip
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("api.error", path=request.url.path)
+        return error_response(ApiError(500, "internal", "internal error; the server log has the details"))
+
+
+def create_app(jobs: Jobs, store: Store, queue: DelayQueue, config: Config) -> FastAPI:
+    """The API over these services (the daemon's own, or a test's)."""
+    from schedulerd.api import routes
+
+    registry.load_modules(config.daemon.task_modules)
+    services = Services(jobs, store, queue, config, Tenants(store), RequestCounter(queue.client, config.redis.prefix))
+    bearer = HTTPBearer(auto_error=False, description="a tenant's API token: `schedulerd token create TENANT`")
+
+    async def caller(credentials: HTTPAuthorizationCredentials | None = Security(bearer)) -> Principal:
+        """Authenticate the token, then count the request against its rate limit."""
+        principal = await services.tenants.authenticate(credentials.credentials) if credentials else None
+        if principal is None:
+            raise ApiError(401, "unauthorized", "a valid bearer token is required (Authorization: Bearer sdk_...)",
+                           headers={"WWW-Authenticate": "Bearer"})  # fmt: skip
+        api = config.api
+        counted = await services.counter.count_request(str(principal.token_id), api.rate_window_s)
+        if counted is not None and counted[0] > api.rate_limit:
+            raise ApiError(
+                429, "limit_exceeded", f"more than {api.rate_limit} requests in {api.rate_window_s:g} s with this token",
+                limit="api.rate_limit", headers={"Retry-After": str(max(1, math.ceil(counted[1])))},
+            )
+        return principal
+
+    app = FastAPI(
+        title="schedulerd", version="1", description="Register jobs (now, at an instant, or on a cron schedule in "
+        "an IANA zone) and see what happened. Every request needs `Authorization: Bearer <token>`.",
+        docs_url="/docs", redoc_url=None, responses=ERRORS,
+    )  # fmt: skip
+    _install_error_handlers(app)
+    app.include_router(routes.router(services, caller))
+    app.add_middleware(BodyLimit, max_bytes=config.api.max_body_bytes)
+    return app

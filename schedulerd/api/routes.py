@@ -1,0 +1,232 @@
+"""The /v1 endpoints: thin handlers that call the Jobs service and the Store, scoped to the
+caller's tenant. Another tenant's job or execution is "not found", exactly like a missing one."""
+
+
+import base64
+import hashlib
+import json
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, Depends, Header, Query
+from fastapi.responses import JSONResponse
+
+from schedulerd import registry
+from schedulerd.api import schemas
+from schedulerd.api.app import ERRORS, ApiError, Services
+from schedulerd.jobs import JobSpec, next_runs
+from schedulerd.models import Attempt, Execution, Job, LastExecution
+from schedulerd.store import Store
+from schedulerd.tenants import Principal
+
+NEXT_RUNS = 5
+IDEMPOTENCY_KEY = Header(None, alias="Idempotency-Key", min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$",
+                         description="repeat a create safely: the same key returns the first result")  # fmt: skip
+
+
+def job_view(job: Job, now: datetime, last: LastExecution | None = None) -> schemas.Job:
+    state = "deleted" if job.deleted_at else "enabled" if job.enabled else "paused"
+    return schemas.Job(
+        id=job.id, tenant=job.tenant, name=job.name, task=job.task, params=job.params, schedule_kind=job.schedule_kind,
+        run_at=job.run_at, cron=job.cron, timezone=job.timezone,
+        misfire=schemas.MisfirePolicy(policy=job.misfire_policy, catch_up_limit=job.catch_up_limit),
+        window_s=job.window_s, retry=schemas.Retry(max_attempts=job.max_attempts, backoff_base_s=job.backoff_base_s,
+        backoff_factor=job.backoff_factor, backoff_max_s=job.backoff_max_s), timeout_s=job.timeout_s, state=state,
+        created_at=job.created_at, updated_at=job.updated_at, deleted_at=job.deleted_at,
+        next_runs=next_runs(job, now, NEXT_RUNS) if state == "enabled" else [],
+        last_execution=schemas.LastExecution(id=last.id, status=last.status, scheduled_for=last.scheduled_for,
+                                             finished_at=last.finished_at) if last else None,
+    )  # type: ignore[arg-type]  # fmt: skip
+
+
+def execution_view(execution: Execution) -> dict[str, Any]:
+    started = execution.first_started_at
+    return {
+        "id": execution.id, "job_id": execution.job_id, "scheduled_for": execution.scheduled_for,
+        "due_at": execution.due_at, "status": execution.status, "reason": execution.reason,
+        "attempt": execution.attempt, "worker": execution.worker, "enqueued_at": execution.enqueued_at,
+        "first_started_at": started, "started_at": execution.started_at, "finished_at": execution.finished_at,
+        "last_error": execution.last_error,
+        "start_lag_s": (started - execution.scheduled_for).total_seconds() if started else None,
+    }  # fmt: skip
+
+
+def attempt_view(attempt: Attempt) -> dict[str, Any]:
+    return {"attempt": attempt.attempt, "worker": attempt.worker, "started_at": attempt.started_at,
+            "finished_at": attempt.finished_at, "duration_s": attempt.duration_s, "outcome": attempt.outcome,
+            "error": attempt.error}  # fmt: skip
+
+
+def encode_cursor(at: datetime, row_id: UUID) -> str:
+    return base64.urlsafe_b64encode(json.dumps([at.isoformat(), str(row_id)]).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str | None) -> tuple[datetime, UUID] | None:
+    if cursor is None:
+        return None
+    try:
+        at, row_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        parsed = datetime.fromisoformat(at)
+        if parsed.tzinfo is None:
+            raise ValueError
+        return parsed, UUID(row_id)
+    except (ValueError, TypeError, UnicodeDecodeError):
+        raise ApiError(422, "validation", "is not a cursor this API returned", field="cursor") from None
+
+
+def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> APIRouter:
+    api = APIRouter(prefix="/v1", responses=ERRORS)
+    jobs, store, config = services.jobs, services.store, services.config
+    Caller = Annotated[Principal, Depends(caller)]
+    PageSize = Annotated[int, Query(ge=1, le=config.api.page_size_max, description="items per page (api.page_size_max)")]
+    Cursor = Annotated[str | None, Query(max_length=400, description="next_cursor of the previous page")]
+
+    async def own_live_job(job_id: UUID, tenant: str) -> Job:
+        job = await jobs.get(job_id, tenant)
+        if job.deleted_at is not None:
+            raise ApiError(409, "conflict", f"job {job_id} is deleted", field="job_id")
+        return job
+
+    @api.post("/jobs", status_code=201, response_model=schemas.JobCreated, tags=["jobs"], summary="create a job",
+              responses={409: {"model": schemas.ErrorBody, "description": "Idempotency-Key reused with another body"}})
+    async def create_job(body: schemas.JobCreate, who: Caller, idempotency_key: str | None = IDEMPOTENCY_KEY) -> Any:
+        spec = JobSpec(
+            task=body.task, tenant=who.tenant, params=body.params, run_at=body.run_at, cron=body.cron,
+            timezone=body.timezone, misfire_policy=body.misfire.policy, catch_up_limit=body.misfire.catch_up_limit,
+            window_s=body.window_s, name=body.name, max_attempts=body.retry.max_attempts, timeout_s=body.timeout_s,
+            backoff_base_s=body.retry.backoff_base_s, backoff_factor=body.retry.backoff_factor,
+            backoff_max_s=body.retry.backoff_max_s,
+        )  # fmt: skip
+
+        def created(job: Job, executions: list[Execution]) -> dict[str, Any]:
+            view = job_view(job, datetime.now(UTC))
+            runs = view.next_runs if job.cron else [e.due_at for e in executions]  # "now": the instant it was queued for
+            return schemas.JobCreated(job=view, next_runs=runs).model_dump(mode="json")
+
+        if idempotency_key is None:
+            return created(*await jobs.create(spec))
+        request_hash = hashlib.sha256(body.model_dump_json().encode()).digest()
+        ttl_s = config.api.idempotency_ttl_s
+
+        async def replay() -> JSONResponse | None:
+            first = await store.idempotency_get(who.tenant, idempotency_key, ttl_s)
+            if first is None:
+                return None
+            if first.request_hash != request_hash:
+                raise ApiError(409, "conflict", "this Idempotency-Key was used with a different request body",
+                               field="Idempotency-Key")  # fmt: skip
+            return JSONResponse(first.response, status_code=201, headers={"Idempotent-Replayed": "true"})
+
+        class Taken(Exception):
+            """Another request recorded this key first: roll this create back."""
+
+        recorded: list[dict[str, Any]] = []  # the response, exactly as stored for replays
+
+        async def remember(tx: Store, job: Job, executions: list[Execution]) -> None:
+            response = created(job, executions)
+            recorded.append(response)
+            if not await tx.idempotency_insert(who.tenant, idempotency_key, request_hash, job.id, response, ttl_s):
+                raise Taken
+
+        if (first := await replay()) is not None:
+            return first
+        try:
+            await jobs.create(spec, also=remember)
+            return recorded[-1]
+        except Taken:
+            if (first := await replay()) is not None:
+                return first
+            raise ApiError(409, "conflict", "a request with this Idempotency-Key is in flight; retry", field="Idempotency-Key") from None
+
+    @api.get("/jobs", response_model=schemas.JobPage, tags=["jobs"], summary="this tenant's jobs, newest first")
+    async def list_jobs(who: Caller, limit: PageSize = 50, cursor: Cursor = None, include_deleted: bool = False) -> Any:
+        listed = await store.job_page(who.tenant, deleted=include_deleted, after=decode_cursor(cursor), limit=limit + 1)
+        page, more = listed[:limit], len(listed) > limit
+        last = await store.job_last_executions([j.id for j in page])
+        now = datetime.now(UTC)
+        return {"items": [job_view(j, now, last.get(j.id)) for j in page],
+                "next_cursor": encode_cursor(page[-1].created_at, page[-1].id) if more else None}  # fmt: skip
+
+    @api.get("/jobs/{job_id}", response_model=schemas.Job, tags=["jobs"], summary="one job, with its next runs")
+    async def get_job(job_id: UUID, who: Caller) -> Any:
+        job = await jobs.get(job_id, who.tenant)
+        return job_view(job, datetime.now(UTC), (await store.job_last_executions([job.id])).get(job.id))
+
+    @api.post("/jobs/{job_id}/pause", response_model=schemas.JobChanged, tags=["jobs"],
+              summary="stop a job; its unstarted executions are cancelled")  # fmt: skip
+    async def pause_job(job_id: UUID, who: Caller) -> Any:
+        await own_live_job(job_id, who.tenant)
+        job, cancelled = await jobs.pause(job_id, who.tenant)
+        return {"job": job_view(job, datetime.now(UTC)), "cancelled_executions": cancelled}
+
+    @api.post("/jobs/{job_id}/resume", response_model=schemas.JobChanged, tags=["jobs"],
+              summary="start a paused cron job again from now")  # fmt: skip
+    async def resume_job(job_id: UUID, who: Caller) -> Any:
+        await own_live_job(job_id, who.tenant)
+        return {"job": job_view(await jobs.resume(job_id, who.tenant), datetime.now(UTC)), "cancelled_executions": 0}
+
+    @api.post("/jobs/{job_id}/trigger", status_code=201, response_model=schemas.Execution, tags=["jobs"],
+              summary="run a job once now, besides its schedule")  # fmt: skip
+    async def trigger_job(job_id: UUID, who: Caller) -> Any:
+        await own_live_job(job_id, who.tenant)
+        return execution_view(await jobs.trigger(job_id, who.tenant))
+
+    @api.delete("/jobs/{job_id}", response_model=schemas.JobChanged, tags=["jobs"],
+                summary="stop a job for good; its history stays")  # fmt: skip
+    async def delete_job(job_id: UUID, who: Caller) -> Any:
+        await own_live_job(job_id, who.tenant)
+        job, cancelled = await jobs.delete(job_id, who.tenant)
+        return {"job": job_view(job, datetime.now(UTC)), "cancelled_executions": cancelled}
+
+    @api.get("/executions", response_model=schemas.ExecutionPage, tags=["executions"],
+             summary="this tenant's executions, newest scheduled first")  # fmt: skip
+    async def list_executions(
+        who: Caller, job: UUID | None = None, status: schemas.Status | None = None,
+        since: Annotated[schemas.Instant | None, Query(description="scheduled at or after (ISO 8601)")] = None,
+        until: Annotated[schemas.Instant | None, Query(description="scheduled before (ISO 8601)")] = None,
+        limit: PageSize = 50, cursor: Cursor = None,
+    ) -> Any:  # fmt: skip
+        if job is not None:
+            await jobs.get(job, who.tenant)  # another tenant's job: 404, like a missing one
+        listed = await store.execution_page(who.tenant, job_id=job, status=status, since=since, until=until,
+                                            after=decode_cursor(cursor), limit=limit + 1)  # fmt: skip
+        page, more = listed[:limit], len(listed) > limit
+        return {"items": [execution_view(e) for e in page],
+                "next_cursor": encode_cursor(page[-1].scheduled_for, page[-1].id) if more else None}  # fmt: skip
+
+    @api.get("/executions/{execution_id}", response_model=schemas.ExecutionDetail, tags=["executions"],
+             summary="one execution with every attempt")  # fmt: skip
+    async def get_execution(execution_id: UUID, who: Caller) -> Any:
+        execution = await store.execution_get(execution_id)
+        if execution is None or execution.tenant != who.tenant:
+            raise ApiError(404, "not_found", f"execution {execution_id} not found")
+        attempts = await store.attempt_list(execution_id)
+        return {**execution_view(execution), "attempts": [attempt_view(a) for a in attempts]}
+
+    @api.get("/overview", response_model=schemas.Overview, tags=["operator"],
+             summary="fleet health and this tenant's recent runs")  # fmt: skip
+    async def overview(who: Caller) -> Any:
+        window_s = config.api.overview_window_s
+        stats = await store.execution_tenant_recent_stats(who.tenant, window_s)
+        oldest_due_at, now = await store.execution_oldest_due()
+        horizon, _ = await store.job_horizon()
+        return {
+            "tenant": who.tenant, "now": now, "queue_depth": await services.queue.depth(),
+            "oldest_due_age_s": max(0.0, (now - oldest_due_at).total_seconds()) if oldest_due_at and oldest_due_at <= now else None,
+            "horizon_s": (horizon - now).total_seconds() if horizon else None, "window_s": window_s,
+            "start_lag": {"p50_s": stats.lag_p50_s, "p90_s": stats.lag_p90_s, "p99_s": stats.lag_p99_s,
+                          "max_s": stats.lag_max_s, "started": stats.started},
+            "runs_by_status": stats.by_status,
+        }  # fmt: skip
+
+    @api.get("/me", response_model=schemas.Me, tags=["tenant"], summary="the tenant this token belongs to")
+    async def me(who: Caller) -> Any:
+        return {"tenant": who.tenant}
+
+    @api.get("/tasks", response_model=schemas.Tasks, tags=["tenant"], summary="registered task types")
+    async def tasks(who: Caller) -> Any:
+        return {"tasks": registry.names()}
+
+    return api

@@ -1,0 +1,192 @@
+"""The API's request and response bodies as pydantic models: they validate input and are the
+/openapi.json document, so the document describes what the server does. No I/O here."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
+
+from schedulerd.core.durations import parse_instant
+from schedulerd.models import ExecutionStatus
+
+
+def _instant(value: Any) -> Any:
+    """Timestamps are ISO 8601 strings with an offset; a naive time or a number is refused
+    (guessing a zone is how jobs end up running an hour off)."""
+    if value is None or isinstance(value, datetime):
+        return value
+    if not isinstance(value, str):
+        raise ValueError("must be an ISO 8601 string with a UTC offset, e.g. 2026-12-01T09:00:00Z")
+    return parse_instant(value)
+
+
+Instant = Annotated[datetime, BeforeValidator(_instant)]
+Status = Literal["pending", "queued", "running", "succeeded", "failed", "skipped", "cancelled"]
+assert set(Status.__args__) == set(ExecutionStatus)  # type: ignore[attr-defined]
+Seconds = Annotated[StrictFloat, Field(allow_inf_nan=False)]
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field (or a "tenant") is an error, not ignored
+
+
+class RetryPolicy(_Input):
+    """Omitted fields take the server's [jobs] defaults."""
+
+    max_attempts: StrictInt | None = Field(None, ge=1, le=100, description="attempts before the execution is failed")
+    backoff_base_s: Seconds | None = Field(None, ge=0, le=86400, description="delay cap before attempt 2")
+    backoff_factor: Seconds | None = Field(None, ge=1, le=100, description="the cap grows by this factor per attempt")
+    backoff_max_s: Seconds | None = Field(None, ge=0, le=604800, description="largest delay cap")
+
+
+class MisfirePolicy(_Input):
+    policy: Literal["skip", "run_once", "catch_up"] = "run_once"
+    catch_up_limit: StrictInt = Field(10, ge=0, le=1000, description="most missed runs replayed by catch_up")
+
+
+class JobCreate(_Input):
+    """No run_at and no cron: run now. run_at: once at that instant. cron + timezone: recurring."""
+
+    task: StrictStr = Field(..., max_length=200, description="a registered task type (GET /v1/tasks)")
+    params: dict[str, Any] = Field(default_factory=dict, description="JSON object passed to the handler")
+    name: StrictStr | None = Field(None, max_length=200)
+    run_at: Instant | None = Field(None, description="ISO 8601 instant with a UTC offset")
+    cron: StrictStr | None = Field(None, max_length=200, description="5-field cron expression or @hourly, @daily, ...")
+    timezone: StrictStr = Field("UTC", max_length=100, description="IANA zone the cron expression is read in")
+    misfire: MisfirePolicy = Field(default_factory=MisfirePolicy)
+    window_s: Seconds = Field(0.0, ge=0, le=86400, description="smear each run by a stable offset within this window")
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    timeout_s: Seconds | None = Field(None, gt=0, le=604800, description="handler timeout")
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(..., description="validation | limit_exceeded | unauthorized | not_found | conflict | bad_request | ...")
+    message: str
+    field: str | None = Field(None, description="the input at fault, e.g. cron, retry.max_attempts, limit")
+    limit: str | None = Field(None, description="the setting that refused the request, e.g. api.rate_limit")
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+class Retry(BaseModel):
+    max_attempts: int
+    backoff_base_s: float
+    backoff_factor: float
+    backoff_max_s: float
+
+
+class LastExecution(BaseModel):
+    id: UUID
+    status: Status
+    scheduled_for: datetime
+    finished_at: datetime | None
+
+
+class Job(BaseModel):
+    id: UUID
+    tenant: str
+    name: str | None
+    task: str
+    params: dict[str, Any]
+    schedule_kind: Literal["now", "at", "cron"]
+    run_at: datetime | None
+    cron: str | None
+    timezone: str
+    misfire: MisfirePolicy
+    window_s: float
+    retry: Retry
+    timeout_s: float
+    state: Literal["enabled", "paused", "deleted"]
+    created_at: datetime
+    updated_at: datetime
+    deleted_at: datetime | None
+    next_runs: list[datetime] = Field(..., description="the next due instants, UTC (smearing applied)")
+    last_execution: LastExecution | None = Field(None, description="latest execution that started or was skipped")
+
+
+class JobCreated(BaseModel):
+    job: Job
+    next_runs: list[datetime] = Field(..., description="resolved UTC instants of the next runs")
+
+
+class JobChanged(BaseModel):
+    job: Job
+    cancelled_executions: int = Field(0, description="unstarted executions cancelled by a pause or delete")
+
+
+class Execution(BaseModel):
+    id: UUID
+    job_id: UUID
+    scheduled_for: datetime = Field(..., description="the occurrence's nominal instant")
+    due_at: datetime = Field(..., description="when it may start next (a retry moves it)")
+    status: Status
+    reason: str | None = Field(None, description="why it was skipped or cancelled, or late_replay")
+    attempt: int = Field(..., description="attempts started so far")
+    worker: str | None
+    enqueued_at: datetime | None
+    first_started_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    last_error: str | None
+    start_lag_s: float | None = Field(None, description="first start minus scheduled time")
+
+
+class Attempt(BaseModel):
+    attempt: int
+    worker: str | None
+    started_at: datetime
+    finished_at: datetime
+    duration_s: float
+    outcome: Literal["succeeded", "failed", "timed_out", "lease_expired"]
+    error: str | None
+
+
+class ExecutionDetail(Execution):
+    attempts: list[Attempt] = Field(..., description="every finished or abandoned attempt, oldest first")
+
+
+NEXT_CURSOR = Field(None, description="pass as ?cursor= (with the same filters) for the next page; null on the last")
+
+
+class JobPage(BaseModel):
+    items: list[Job]
+    next_cursor: str | None = NEXT_CURSOR
+
+
+class ExecutionPage(BaseModel):
+    items: list[Execution]
+    next_cursor: str | None = NEXT_CURSOR
+
+
+class Me(BaseModel):
+    tenant: str
+
+
+class Tasks(BaseModel):
+    tasks: list[str]
+
+
+class StartLag(BaseModel):
+    p50_s: float | None
+    p90_s: float | None
+    p99_s: float | None
+    max_s: float | None
+    started: int
+
+
+class Overview(BaseModel):
+    """Fleet health (no other tenant's data) and this tenant's recent executions."""
+
+    tenant: str
+    now: datetime
+    queue_depth: int = Field(..., description="entries in the Redis delay queue, fleet-wide")
+    oldest_due_age_s: float | None = Field(None, description="how long the oldest due, unstarted execution has waited")
+    horizon_s: float | None = Field(None, description="how far ahead every enabled cron job is written")
+    window_s: float = Field(..., description="the span the next two fields cover")
+    start_lag: StartLag
+    runs_by_status: dict[str, int]
