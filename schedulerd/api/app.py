@@ -7,13 +7,15 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import structlog
 from fastapi import FastAPI, Request, Security
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import FileResponse, JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from schedulerd import registry
@@ -26,6 +28,7 @@ from schedulerd.store import Store
 from schedulerd.tenants import Principal, Tenants
 
 log = structlog.get_logger("schedulerd.api")
+DASHBOARD_DIR = Path(__file__).with_name("dashboard")
 # schedulerd's own field names -> the request body's (JobSpec is flat; the body nests some).
 BODY_FIELDS = {
     "window": "window_s", "max_attempts": "retry.max_attempts", "backoff_base_s": "retry.backoff_base_s",
@@ -157,7 +160,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 
 
 def create_app(jobs: Jobs, store: Store, queue: DelayQueue, config: Config) -> FastAPI:
-    """The API over these services (the daemon's own, or a test's)."""
+    """The API and dashboard over these services (the daemon's own, or a test's)."""
     from schedulerd.api import routes
 
     registry.load_modules(config.daemon.task_modules)
@@ -186,5 +189,11 @@ def create_app(jobs: Jobs, store: Store, queue: DelayQueue, config: Config) -> F
     )  # fmt: skip
     _install_error_handlers(app)
     app.include_router(routes.router(services, caller))
+    app.mount("/dashboard", StaticFiles(directory=DASHBOARD_DIR), name="dashboard")
+
+    @app.get("/", include_in_schema=False)
+    async def dashboard() -> FileResponse:
+        return FileResponse(DASHBOARD_DIR / "index.html")
+
     app.add_middleware(BodyLimit, max_bytes=config.api.max_body_bytes)
     return app

@@ -68,5 +68,6 @@ async def test_a_job_created_over_http_runs_in_the_daemon(
         execution = await wait_for(succeeded, timeout_s=20, interval_s=0.2)
         shown = (await http.get(f"/v1/executions/{execution['id']}")).json()
         assert [(a["outcome"], a["worker"]) for a in shown["attempts"]] == [("succeeded", "api-replica")]
+        assert (await http.get("/")).text.count("/dashboard/app.js") == 1
     daemon.signal(signal.SIGTERM)  # the daemon's own handlers still own SIGTERM: a clean stop
     assert daemon.process.wait(timeout=20) == 0, daemon.log_text()[-2000:]

@@ -1,0 +1,212 @@
+// schedulerd dashboard: a static page that reads the JSON API with the bearer token kept in
+// sessionStorage (gone when the tab closes). Hash routes: #/jobs, #/jobs/ID, #/executions/ID,
+// #/overview. Re-renders the current view every REFRESH_MS. Times: the job's zone, then UTC.
+"use strict";
+
+const REFRESH_MS = 3000;
+const TOKEN_KEY = "schedulerd.token";
+const $ = (id) => document.getElementById(id);
+const zones = {}; // job id -> IANA zone, for executions' times
+
+function esc(value) {
+  return String(value ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+}
+
+function formatIn(iso, zone) {
+  const options = { timeZone: zone, year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit",
+                    minute: "2-digit", second: "2-digit", hourCycle: "h23", timeZoneName: "short" };
+  const parts = {};
+  for (const part of new Intl.DateTimeFormat("en-US", options).formatToParts(new Date(iso))) parts[part.type] = part.value;
+  return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute}:${parts.second} ${parts.timeZoneName}`;
+}
+
+// An instant in the job's zone, with UTC under it (one line when the zone is UTC).
+function when(iso, zone) {
+  if (!iso) return "–";
+  const utc = formatIn(iso, "UTC");
+  if (!zone || zone === "UTC") return `<span class="local">${esc(utc)}</span>`;
+  return `<span class="local">${esc(formatIn(iso, zone))}</span><span class="utc">${esc(utc)}</span>`;
+}
+
+const seconds = (s) => (s == null ? "–" : s < 1 ? `${(s * 1000).toFixed(0)} ms` : `${s.toFixed(2)} s`);
+const badge = (status) => `<span class="status ${esc(status)}">${esc(status)}</span>`;
+
+class Unauthorized extends Error {}
+
+async function api(method, path, body) {
+  const headers = { Authorization: `Bearer ${sessionStorage.getItem(TOKEN_KEY) || ""}` };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const data = await response.json().catch(() => ({}));
+  if (response.status === 401) throw new Unauthorized(data.error?.message || "unauthorized");
+  if (!response.ok) {
+    const e = data.error || {};
+    throw new Error(`${e.field ? e.field + ": " : ""}${e.message || response.statusText}`);
+  }
+  return data;
+}
+
+function showLogin(message) {
+  sessionStorage.removeItem(TOKEN_KEY);
+  $("login").hidden = false;
+  $("nav").hidden = true;
+  $("new-job").hidden = true;
+  $("view").innerHTML = "";
+  $("login-error").textContent = message || "";
+}
+
+async function jobsView() {
+  const page = await api("GET", "/v1/jobs?limit=100");
+  const rows = page.items.map((job) => {
+    zones[job.id] = job.timezone;
+    const schedule = job.cron ? `<code>${esc(job.cron)}</code>` : esc(job.schedule_kind);
+    const next = job.next_runs.slice(0, 2).map((t) => when(t, job.timezone)).join("") || "–";
+    const last = job.last_execution
+      ? `${badge(job.last_execution.status)} ${when(job.last_execution.scheduled_for, job.timezone)}` : "–";
+    return `<tr class="link job" data-id="${esc(job.id)}" onclick="location.hash='#/jobs/${esc(job.id)}'">
+      <td>${esc(job.name || job.id.slice(0, 8))}</td><td>${esc(job.task)}</td><td>${schedule}</td>
+      <td>${esc(job.timezone)}</td><td>${esc(job.state)}</td><td>${next}</td><td>${last}</td></tr>`;
+  });
+  return `<h1>Jobs</h1><table id="jobs"><thead><tr><th>Name</th><th>Task</th><th>Schedule</th><th>Zone</th>
+    <th>State</th><th>Next runs</th><th>Last outcome</th></tr></thead><tbody>${rows.join("") ||
+    '<tr><td colspan="7">No jobs yet: create one above.</td></tr>'}</tbody></table>`;
+}
+
+async function jobView(id) {
+  const job = await api("GET", `/v1/jobs/${encodeURIComponent(id)}`);
+  zones[job.id] = job.timezone;
+  const page = await api("GET", `/v1/executions?job=${encodeURIComponent(id)}&limit=50`);
+  const rows = page.items.map((e) => `<tr class="link execution" data-id="${esc(e.id)}" data-status="${esc(e.status)}"
+      onclick="location.hash='#/executions/${esc(e.id)}'"><td>${badge(e.status)}</td>
+      <td>${when(e.scheduled_for, job.timezone)}</td><td>${when(e.first_started_at, job.timezone)}</td>
+      <td>${seconds(e.start_lag_s)}</td><td>${esc(e.attempt)}</td><td>${esc(e.worker || "")}</td>
+      <td class="error">${esc((e.last_error || e.reason || "").split("\n").slice(-1)[0])}</td></tr>`);
+  const actions = job.state === "deleted" ? "" : `
+    <button data-action="trigger">Run now</button>
+    ${job.state === "enabled" ? '<button data-action="pause">Pause</button>' : ""}
+    ${job.state === "paused" && job.cron ? '<button data-action="resume">Resume</button>' : ""}
+    <button data-action="delete">Delete</button>`;
+  return `<h1>Job ${esc(job.name || job.id)}</h1>
+    <dl><dt>id</dt><dd>${esc(job.id)}</dd><dt>task</dt><dd>${esc(job.task)}</dd>
+    <dt>schedule</dt><dd>${job.cron ? `<code>${esc(job.cron)}</code> in ${esc(job.timezone)}` : esc(job.schedule_kind)}</dd>
+    <dt>state</dt><dd>${esc(job.state)}</dd><dt>params</dt><dd><code>${esc(JSON.stringify(job.params))}</code></dd>
+    <dt>next runs</dt><dd>${job.next_runs.map((t) => when(t, job.timezone)).join("") || "–"}</dd></dl>
+    <p id="job-actions" data-id="${esc(job.id)}">${actions}</p>
+    <h2>Executions</h2><table id="executions"><thead><tr><th>Status</th><th>Scheduled</th><th>Started</th>
+    <th>Start lag</th><th>Attempts</th><th>Worker</th><th>Error / reason</th></tr></thead>
+    <tbody>${rows.join("") || '<tr><td colspan="7">None yet.</td></tr>'}</tbody></table>`;
+}
+
+async function executionView(id) {
+  const e = await api("GET", `/v1/executions/${encodeURIComponent(id)}`);
+  if (!zones[e.job_id]) zones[e.job_id] = (await api("GET", `/v1/jobs/${e.job_id}`)).timezone;
+  const zone = zones[e.job_id];
+  const attempts = e.attempts.map((a) => `<tr class="attempt"><td>${esc(a.attempt)}</td><td>${badge(a.outcome)}</td>
+    <td>${when(a.started_at, zone)}</td><td>${when(a.finished_at, zone)}</td><td>${seconds(a.duration_s)}</td>
+    <td>${esc(a.worker || "")}</td><td>${a.error ? `<pre class="error">${esc(a.error)}</pre>` : ""}</td></tr>`);
+  return `<h1>Execution ${esc(e.id)}</h1>
+    <dl><dt>job</dt><dd><a href="#/jobs/${esc(e.job_id)}">${esc(e.job_id)}</a></dd>
+    <dt>status</dt><dd id="execution-status">${badge(e.status)} ${esc(e.reason || "")}</dd>
+    <dt>scheduled for</dt><dd>${when(e.scheduled_for, zone)}</dd><dt>first started</dt><dd>${when(e.first_started_at, zone)}</dd>
+    <dt>start lag</dt><dd>${seconds(e.start_lag_s)}</dd><dt>finished</dt><dd>${when(e.finished_at, zone)}</dd>
+    <dt>attempts</dt><dd>${esc(e.attempt)}</dd></dl>
+    <h2>Attempts</h2><table id="attempts"><thead><tr><th>#</th><th>Outcome</th><th>Started</th><th>Ended</th>
+    <th>Duration</th><th>Worker</th><th>Error</th></tr></thead>
+    <tbody>${attempts.join("") || '<tr><td colspan="7">No finished attempt yet.</td></tr>'}</tbody></table>`;
+}
+
+async function overviewView() {
+  const o = await api("GET", "/v1/overview");
+  const card = (label, value) => `<div class="card">${esc(label)}<b>${esc(value)}</b></div>`;
+  const lag = o.start_lag;
+  const statuses = Object.entries(o.runs_by_status).map(([status, n]) => `<tr><td>${badge(status)}</td><td>${esc(n)}</td></tr>`);
+  return `<h1>Operator view</h1><div class="cards" id="overview">
+    ${card("queue depth (fleet)", o.queue_depth)}${card("oldest due, waiting", seconds(o.oldest_due_age_s))}
+    ${card("materialiser horizon", o.horizon_s == null ? "–" : `${(o.horizon_s / 3600).toFixed(2)} h`)}
+    ${card("start lag p50", seconds(lag.p50_s))}${card("p90", seconds(lag.p90_s))}${card("p99", seconds(lag.p99_s))}
+    ${card("max", seconds(lag.max_s))}</div>
+    <h2>Your runs of the last ${esc(Math.round(o.window_s / 60))} minutes by status (${esc(lag.started)} started)</h2>
+    <table id="runs-by-status"><tbody>${statuses.join("") || '<tr><td>none</td></tr>'}</tbody></table>`;
+}
+
+async function render() {
+  if (!sessionStorage.getItem(TOKEN_KEY)) return showLogin();
+  const [, kind, id] = (location.hash || "#/jobs").split("/");
+  try {
+    const html = kind === "jobs" && id ? await jobView(id) : kind === "executions" && id ? await executionView(id)
+      : kind === "overview" ? await overviewView() : await jobsView();
+    $("view").innerHTML = html;
+    $("new-job").hidden = !(kind === "jobs" && !id);
+    $("refreshed").textContent = `refreshed ${formatIn(new Date().toISOString(), "UTC")}`;
+  } catch (error) {
+    if (error instanceof Unauthorized) return showLogin(error.message);
+    $("view").innerHTML = `<p class="error">${esc(error.message)}</p>`;
+  }
+}
+
+async function start() {
+  try {
+    const me = await api("GET", "/v1/me");
+    $("tenant").textContent = `tenant ${me.tenant}`;
+    const tasks = await api("GET", "/v1/tasks");
+    $("job-task").innerHTML = tasks.tasks.map((t) => `<option>${esc(t)}</option>`).join("");
+  } catch (error) {
+    return showLogin(error.message);
+  }
+  $("login").hidden = true;
+  $("nav").hidden = false;
+  await render();
+}
+
+$("login-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  sessionStorage.setItem(TOKEN_KEY, $("token").value.trim());
+  $("token").value = "";
+  await start();
+});
+
+$("logout").addEventListener("click", () => showLogin());
+
+$("job-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const mode = document.querySelector('input[name="when"]:checked').value;
+  const body = { task: $("job-task").value };
+  if ($("job-name").value) body.name = $("job-name").value;
+  try {
+    body.params = JSON.parse($("job-params").value || "{}");
+  } catch (error) {
+    $("job-result").innerHTML = `<span class="error">params: ${esc(error.message)}</span>`;
+    return;
+  }
+  if (mode === "at") body.run_at = $("job-at").value;
+  if (mode === "cron") {
+    body.cron = $("job-cron").value;
+    body.timezone = $("job-zone").value || Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+  }
+  try {
+    const created = await api("POST", "/v1/jobs", body);
+    const zone = created.job.timezone;
+    $("job-result").innerHTML = `Created <a id="created-job" href="#/jobs/${esc(created.job.id)}">${esc(created.job.id)}</a>;
+      next runs: ${created.next_runs.map((t) => when(t, zone)).join(" ") || "–"}`;
+    await render();
+  } catch (error) {
+    $("job-result").innerHTML = `<span class="error">${esc(error.message)}</span>`;
+  }
+});
+
+$("view").addEventListener("click", async (event) => {
+  const action = event.target.dataset?.action;
+  if (!action) return;
+  const id = $("job-actions").dataset.id;
+  if (action === "delete" && !confirm("Delete this job? Its history stays.")) return;
+  try {
+    await api(action === "delete" ? "DELETE" : "POST", action === "delete" ? `/v1/jobs/${id}` : `/v1/jobs/${id}/${action}`);
+  } catch (error) {
+    alert(error.message);
+  }
+  await render();
+});
+
+window.addEventListener("hashchange", render);
+setInterval(() => { if (sessionStorage.getItem(TOKEN_KEY)) render(); }, REFRESH_MS);
+start();
