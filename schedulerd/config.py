@@ -43,6 +43,7 @@ class DaemonConfig:
     worker_id: str = ""  # empty: "<hostname>:<pid>"
     task_modules: tuple[str, ...] = ()
     migrate_on_start: bool = True
+    observe_interval_s: float = 5.0  # how often gauges are sampled and this replica reports itself alive
 
     def resolved_worker_id(self) -> str:
         return self.worker_id or f"{socket.gethostname()}:{os.getpid()}"

@@ -18,6 +18,7 @@ from uuid import UUID
 
 import structlog
 
+from schedulerd import metrics
 from schedulerd.config import MaterialiserConfig
 from schedulerd.core import misfire
 from schedulerd.core.materialise import ALIGN_S, plan
@@ -61,6 +62,8 @@ async def judge_misfires(
     skipped = await tx.execution_skip_many(to_skip) if to_skip else set()
     delays = misfire.replay_delays_s(replay_slot + len(to_run), config.replay_per_s)[replay_slot:]
     replays = await tx.execution_replay_many(list(zip(to_run, delays))) if to_run else []
+    metrics.MISFIRES.labels("skipped").inc(len(skipped))
+    metrics.MISFIRES.labels("replayed").inc(len(replays))
     if skipped or replays:
         log.warning("materialiser.misfired", skipped=len(skipped), replayed=len(replays), jobs=len(groups))
     return Judgement(skipped, replays)

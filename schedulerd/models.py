@@ -107,6 +107,7 @@ class Claim(_Row):
     job_id: UUID
     tenant: str
     scheduled_for: datetime
+    due_at: datetime  # when this attempt was due (scheduled_for, or its retry time)
     attempt: int
     fence: int
     started_at: datetime
@@ -125,6 +126,7 @@ class Outcome:
 
     execution_id: UUID
     fence: int
+    task: str
     status: ExecutionStatus  # where the execution goes next
     outcome: AttemptOutcome
     error: str | None = None

@@ -101,6 +101,14 @@ class DelayQueue:
     async def depth(self) -> int:
         return await self.client.zcard(self.queue_key)
 
+    async def depth_and_earliest(self) -> tuple[int, int | None]:
+        """Members in the queue, and the earliest due time (ms) among them."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.zcard(self.queue_key)
+            pipe.zrange(self.queue_key, 0, 0, withscores=True)
+            depth, head = await pipe.execute()
+        return depth, int(head[0][1]) if head else None
+
     async def delete_all(self) -> None:
         await self.client.delete(self.queue_key, self.epoch_key)
 

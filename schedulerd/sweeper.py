@@ -14,6 +14,7 @@ from uuid import UUID
 
 import structlog
 
+from schedulerd import metrics
 from schedulerd.config import SweeperConfig
 from schedulerd.models import Enqueue, ExecutionStatus
 from schedulerd.queue import UNREACHABLE, DelayQueue
@@ -58,12 +59,16 @@ class Sweeper:
             if len(handed_back) < self.config.batch_size:
                 break
         reclaimed = len(requeue)
+        metrics.LEASE_RECLAIMS.labels("requeued").inc(reclaimed)
+        metrics.LEASE_RECLAIMS.labels("failed").inc(failed)
         try:
             reconciled, re_enqueued = await self._repair_queue(requeue)
         except UNREACHABLE as exc:
             log.warning("sweeper.redis_unreachable", error=f"{type(exc).__name__}: {exc}")
             reconciled = re_enqueued = 0
         result = SweepResult(reclaimed, failed, re_enqueued, reconciled)
+        metrics.QUEUE_REPAIRS.labels("missing").inc(re_enqueued)
+        metrics.QUEUE_REPAIRS.labels("reconcile").inc(reconciled)
         if result != SweepResult():
             log.info("sweeper.swept", **result.__dict__)
         return result

@@ -21,7 +21,7 @@ from uuid import UUID
 
 import structlog
 
-from schedulerd import registry
+from schedulerd import faults, health, metrics, registry
 from schedulerd.config import WorkerConfig
 from schedulerd.core.backoff import after_failure
 from schedulerd.errors import ValidationError
@@ -103,6 +103,7 @@ class Worker:
             # Redis is an index, not the record: keep starting due work straight from Postgres.
             if self.redis_down_since is None:
                 self.redis_down_since = time.monotonic()
+                metrics.REDIS_FALLBACK.set(1)
                 log.warning("worker.redis_unreachable", error=f"{type(exc).__name__}: {exc}", fallback="postgres")
             self._next_redis_probe = time.monotonic() + self.config.redis_probe_s
             self.stats.last_pop = None
@@ -110,7 +111,9 @@ class Worker:
         if self.redis_down_since is not None:
             log.info("worker.redis_back", outage_s=round(time.monotonic() - self.redis_down_since, 3))
             self.redis_down_since = None
+            metrics.REDIS_FALLBACK.set(0)
             self.on_epoch_lost()  # entries may be missing (restart, or ZADDs that failed meanwhile)
+        faults.hit("after_pop")  # fault suite only: popped ids that nobody has claimed
         self.stats.last_pop = pop
         if pop.epoch != self.stats.known_epoch:
             if pop.epoch is None or self.stats.known_epoch is not None:
@@ -128,14 +131,19 @@ class Worker:
                 await self.queue.add([Enqueue(UUID(i), now) for i in pop.execution_ids], only_new=True)
             raise
         self.stats.dropped += len(pop.execution_ids) - len(claims)
+        metrics.CLAIM_CONFLICTS.inc(len(pop.execution_ids) - len(claims))
+        faults.hit("after_claim")  # fault suite only: claimed rows whose handlers never start
         return self._start(claims)
 
     def _start(self, claims: list[Claim]) -> int:
         self.stats.claimed += len(claims)
         for claim in claims:
+            metrics.ATTEMPTS.labels(claim.task).inc()
+            metrics.START_LAG.labels(claim.task).observe(max(0.0, (claim.started_at - claim.due_at).total_seconds()))
             running = _Running(claim)
             self.running[claim.id] = running
             running.task = asyncio.create_task(self._execute(running), name=f"execution-{claim.id}")
+        metrics.IN_FLIGHT.set(len(self.running))
         return len(claims)
 
     def sleep_s(self) -> float:
@@ -184,6 +192,7 @@ class Worker:
             outcome, error = AttemptOutcome.FAILED, describe_error(exc)
         finally:
             self.running.pop(claim.id, None)
+            metrics.IN_FLIGHT.set(len(self.running))
             self._slot_free.set()
         self._record(claim, outcome, error)
         if outcome is AttemptOutcome.SUCCEEDED:
@@ -202,7 +211,7 @@ class Worker:
                 status = ExecutionStatus.FAILED
             else:
                 status = ExecutionStatus.QUEUED if delay_s <= self.horizon_s else ExecutionStatus.PENDING
-        self._outcomes.append(Outcome(claim.id, claim.fence, status, outcome, error, delay_s))
+        self._outcomes.append(Outcome(claim.id, claim.fence, claim.task, status, outcome, error, delay_s))
         self._outcome_ready.set()
 
     # --- batched writers ---------------------------------------------------------------------
@@ -218,8 +227,15 @@ class Worker:
             self._outcomes[:0] = outcomes  # fenced writes are safe to repeat
             raise
         self.stats.finished += len(applied)
+        by_id = {o.execution_id: o for o in outcomes}
+        for execution_id, _, _ in applied:
+            outcome = by_id[execution_id]
+            metrics.FINISHED.labels(outcome.task, str(outcome.outcome)).inc()
+            if outcome.retry_delay_s is not None:
+                metrics.RETRIES.labels(outcome.task).inc()
         if len(applied) < len(outcomes):
             self.stats.fenced_out += len(outcomes) - len(applied)
+            metrics.FENCED_OUT.inc(len(outcomes) - len(applied))
             refused = {o.execution_id for o in outcomes} - {a[0] for a in applied}
             log.warning("worker.outcome_fenced_out", execution_ids=sorted(map(str, refused)))
         retries = [Enqueue(i, due_at) for i, status, due_at in applied if status == ExecutionStatus.QUEUED]
@@ -268,6 +284,7 @@ class Worker:
     async def _pop_loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             started = await self.run_once()
+            health.tick("worker")
             full = len(self.running) >= self.config.concurrency
             if started >= self.config.batch_size and not full:
                 continue  # a whole batch was due: more probably is

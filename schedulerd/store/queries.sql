@@ -155,7 +155,7 @@ UPDATE executions e SET status = 'running', attempt = e.attempt + 1, fence = e.f
 FROM jobs j
 WHERE e.id = ANY($1::uuid[]) AND e.status IN ('pending', 'queued') AND e.due_at <= clock_timestamp()
   AND j.id = e.job_id
-RETURNING e.id, e.job_id, e.tenant, e.scheduled_for, e.attempt, e.fence, e.started_at,
+RETURNING e.id, e.job_id, e.tenant, e.scheduled_for, e.due_at, e.attempt, e.fence, e.started_at,
           j.task, j.params, j.timeout_s, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s;
 
 -- name: execution_claim_due
@@ -169,7 +169,7 @@ FROM (SELECT id FROM executions
       WHERE status IN ('pending', 'queued') AND due_at <= clock_timestamp()
       ORDER BY due_at LIMIT $1 FOR UPDATE SKIP LOCKED) d, jobs j
 WHERE e.id = d.id AND j.id = e.job_id
-RETURNING e.id, e.job_id, e.tenant, e.scheduled_for, e.attempt, e.fence, e.started_at,
+RETURNING e.id, e.job_id, e.tenant, e.scheduled_for, e.due_at, e.attempt, e.fence, e.started_at,
           j.task, j.params, j.timeout_s, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s;
 
 -- name: execution_heartbeat_many
@@ -226,17 +226,23 @@ WITH back AS (
 SELECT id, due_at FROM back;
 
 -- name: execution_reclaim_expired
--- Hand back executions whose lease expired (their worker died or froze): queued again, due now,
--- or failed when attempts are spent. Guarded by status, lease expiry and the fence read in the
--- same statement, so a completion that lands first is never undone. Records the lost attempt.
+-- Hand back executions whose lease expired (their worker died or froze): queued again after the
+-- job's retry delay (full jitter, as after a failure), or failed when attempts are spent. The
+-- jitter matters: executions that died together must not all come back at the same instant and
+-- be claimed in one batch again, or a task that kills its worker would take the others in flight
+-- beside it down with it, attempt after attempt. Guarded by status, lease expiry and the fence
+-- read in the same statement, so a completion that lands first is never undone. Records the lost attempt.
 WITH expired AS (
-    SELECT e.id, e.fence, j.max_attempts FROM executions e JOIN jobs j ON j.id = e.job_id
+    SELECT e.id, e.fence, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s
+    FROM executions e JOIN jobs j ON j.id = e.job_id
     WHERE e.status = 'running' AND e.lease_until < clock_timestamp()
     ORDER BY e.lease_until LIMIT $1 FOR UPDATE OF e SKIP LOCKED
 ), reclaimed AS (
     UPDATE executions e SET
         status = CASE WHEN e.attempt >= x.max_attempts THEN 'failed' ELSE 'queued' END,
-        due_at = CASE WHEN e.attempt >= x.max_attempts THEN e.due_at ELSE clock_timestamp() END,
+        due_at = CASE WHEN e.attempt >= x.max_attempts THEN e.due_at
+                      ELSE clock_timestamp() + make_interval(secs => random() * least(x.backoff_max_s,
+                               x.backoff_base_s * power(x.backoff_factor, least(e.attempt - 1, 64)))) END,
         enqueued_at = clock_timestamp(),
         finished_at = CASE WHEN e.attempt >= x.max_attempts THEN clock_timestamp() END,
         lease_until = NULL,
@@ -362,3 +368,35 @@ SELECT (SELECT coalesce(jsonb_object_agg(status, n), '{}') FROM (SELECT status, 
 SELECT least((SELECT min(due_at) FROM executions WHERE status = 'queued'),
              (SELECT min(due_at) FROM executions WHERE status = 'pending')) AS oldest_due_at,
        clock_timestamp() AS now;
+
+-- name: replica_report
+-- A replica says it is alive (every observer pass); rows of replicas gone for a day are removed.
+WITH gone AS (DELETE FROM replicas WHERE last_seen_at < clock_timestamp() - interval '1 day')
+INSERT INTO replicas (worker_id, hostname, pid, roles, version, started_at, last_seen_at)
+VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp())
+ON CONFLICT (worker_id) DO UPDATE SET hostname = excluded.hostname, pid = excluded.pid, roles = excluded.roles,
+    version = excluded.version, started_at = excluded.started_at, last_seen_at = excluded.last_seen_at;
+
+-- name: replica_list
+-- Replicas seen within the last $1 seconds, most recently started first.
+SELECT *, clock_timestamp() - last_seen_at AS seen_ago FROM replicas
+WHERE last_seen_at > clock_timestamp() - make_interval(secs => $1)
+ORDER BY started_at DESC;
+
+-- name: execution_due_soon
+-- Executions not yet started that fall due within $1 seconds (pending or queued; retries included).
+SELECT (SELECT count(*) FROM executions WHERE status = 'pending' AND due_at <= clock_timestamp() + make_interval(secs => $1))
+     + (SELECT count(*) FROM executions WHERE status = 'queued' AND due_at <= clock_timestamp() + make_interval(secs => $1));
+
+-- name: execution_recent_lag
+-- Start-lag percentiles (seconds) of first attempts started in the last $1 seconds, and failures
+-- (terminal) finished in the last hour.
+SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY lag) AS p50,
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY lag) AS p95,
+       percentile_cont(0.99) WITHIN GROUP (ORDER BY lag) AS p99,
+       count(*) AS started,
+       (SELECT count(*) FROM executions WHERE status = 'failed' AND finished_at > clock_timestamp() - interval '1 hour'
+           AND scheduled_for > clock_timestamp() - interval '1 day') AS failed_last_hour
+FROM (SELECT extract(epoch FROM first_started_at - scheduled_for) AS lag FROM executions
+      WHERE scheduled_for > clock_timestamp() - make_interval(secs => $1) - interval '1 hour'
+        AND first_started_at > clock_timestamp() - make_interval(secs => $1)) recent;

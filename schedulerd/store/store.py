@@ -299,3 +299,17 @@ class Store:
         """(earliest due time of an unstarted execution, fleet-wide, or None; Postgres's now)."""
         row = await self.db.fetchrow(QUERIES["execution_oldest_due"])
         return row["oldest_due_at"], row["now"]
+
+    async def replica_report(
+        self, worker_id: str, hostname: str, pid: int, roles: Sequence[str], version: str, started_at: datetime
+    ) -> None:
+        await self.db.execute(QUERIES["replica_report"], worker_id, hostname, pid, list(roles), version, started_at)
+
+    async def replica_list(self, seen_within_s: float) -> list[dict[str, Any]]:
+        return [dict(r) for r in await self.db.fetch(QUERIES["replica_list"], seen_within_s)]
+
+    async def execution_due_soon(self, within_s: float) -> int:
+        return await self.db.fetchval(QUERIES["execution_due_soon"], within_s)
+
+    async def execution_recent_lag(self, within_s: float) -> dict[str, Any]:
+        return dict(await self.db.fetchrow(QUERIES["execution_recent_lag"], within_s))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -117,7 +118,7 @@ async def test_with_redis_unreachable_workers_claim_from_postgres_and_leases_sti
 
     unreachable = DelayQueue.connect("redis://127.0.0.1:1/0", "nowhere", timeout_s=0.2)
     try:
-        executions = [(await make_job("sleep", params={"seconds": 30}))[1] for _ in range(3)]
+        executions = [(await make_job("sleep", params={"seconds": 30}, backoff_base_s=0))[1] for _ in range(3)]
         worker = Worker(store, unreachable, replace(config.worker, redis_probe_s=60), "fallback", horizon_s=300)
         assert await worker.run_once() == 3  # straight from Postgres
         assert worker.redis_down_since is not None
@@ -131,6 +132,7 @@ async def test_with_redis_unreachable_workers_claim_from_postgres_and_leases_sti
         await store.db.execute("UPDATE executions SET lease_until = now() - interval '1 second'")
         result = await Sweeper(store, unreachable, config.sweeper).run_once()
         assert result.reclaimed == 3
+        await asyncio.sleep(config.jobs.backoff_base_s + 0.05)  # reclaims come back after a jittered delay
         successor = Worker(store, unreachable, config.worker, "successor", horizon_s=300)
         assert await successor.run_once() == 3
         for running in list(successor.running.values()):

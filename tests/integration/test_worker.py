@@ -99,12 +99,13 @@ async def test_stale_fence_cannot_finish_or_heartbeat(make_job, make_worker, sto
     await settle(zombie)
     assert zombie.stats.lease_lost == 1 and not zombie.running
     # ...and a completion with its old fence changes nothing.
-    stale = Outcome(execution.id, 1, ExecutionStatus.SUCCEEDED, AttemptOutcome.SUCCEEDED)
+    stale = Outcome(execution.id, 1, "sleep", ExecutionStatus.SUCCEEDED, AttemptOutcome.SUCCEEDED)
     assert await store.execution_finish_many([stale]) == []
 
+    await asyncio.sleep(0.25)  # a reclaimed execution comes back after a jittered delay (base 0.2 s here)
     claims = await store.execution_claim_many([str(execution.id)], 10.0, "successor")
     assert [(c.fence, c.attempt) for c in claims] == [(2, 2)]
-    fresh = Outcome(execution.id, 2, ExecutionStatus.SUCCEEDED, AttemptOutcome.SUCCEEDED)
+    fresh = Outcome(execution.id, 2, "sleep", ExecutionStatus.SUCCEEDED, AttemptOutcome.SUCCEEDED)
     assert len(await store.execution_finish_many([fresh])) == 1
     attempts = await store.attempt_list(execution.id)
     assert [(a.fence, a.outcome, a.worker) for a in attempts] == [(1, "lease_expired", "zombie"), (2, "succeeded", "successor")]

@@ -1,0 +1,38 @@
+"""Prometheus metrics of one daemon process (each replica serves its own /metrics).
+
+Names follow Prometheus conventions: schedulerd_<what>_<unit>, counters end in _total. Gauges
+about shared state (queue depth, horizon) are sampled by the observer loop; the rest are
+updated where the event happens.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+# Start lag: first claim of an attempt minus its due time, on Postgres's clock.
+START_LAG = Histogram(
+    "schedulerd_start_lag_seconds",
+    "Attempt start minus due time (scheduled_for, or the retry time), by task",
+    ["task"],
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300),
+)
+FINISHED = Counter("schedulerd_executions_finished_total", "Attempts finished, by task and outcome", ["task", "outcome"])
+ATTEMPTS = Counter("schedulerd_attempts_total", "Attempts started (claims won), by task", ["task"])
+RETRIES = Counter("schedulerd_retries_total", "Failed attempts scheduled to run again, by task", ["task"])
+CLAIM_CONFLICTS = Counter(
+    "schedulerd_claim_conflicts_total", "Popped executions not claimed (claimed by another worker, finished, or not due)"
+)
+FENCED_OUT = Counter("schedulerd_outcomes_fenced_out_total", "Outcomes refused because the lease had been reclaimed")
+LEASE_RECLAIMS = Counter("schedulerd_lease_reclaims_total", "Expired leases handed back by the sweeper, by result", ["result"])
+QUEUE_REPAIRS = Counter("schedulerd_queue_repairs_total", "Executions put back into Redis by the sweeper, by cause", ["cause"])
+MISFIRES = Counter("schedulerd_misfires_total", "Missed cron occurrences, by decision (skipped, replayed)", ["decision"])
+REDIS_FALLBACK = Gauge("schedulerd_redis_fallback", "1 while this worker claims from Postgres because Redis is unreachable")
+IN_FLIGHT = Gauge("schedulerd_in_flight", "Executions this process is running now")
+
+QUEUE_DEPTH = Gauge("schedulerd_queue_depth", "Members of the Redis delay queue")
+OLDEST_DUE_AGE = Gauge("schedulerd_oldest_due_age_seconds", "Now minus the earliest due time in the delay queue (negative: nothing due)")
+PENDING_IN_HORIZON = Gauge("schedulerd_pending_in_horizon", "Executions pending or queued and due within the dispatch horizon")
+HORIZON = Gauge("schedulerd_materialiser_horizon_seconds", "Least-advanced cron cursor minus now (alert well before 0)")
+ROUND_TRIP = Gauge("schedulerd_round_trip_seconds", "Last measured round trip, by server (postgres, redis)", ["server"])
+CLOCK_SKEW = Gauge("schedulerd_clock_skew_seconds", "This host's clock minus the server's, by server (postgres, redis)", ["server"])
+LOOP_LAST_TICK = Gauge("schedulerd_loop_last_tick_timestamp_seconds", "When each loop last completed a pass", ["loop"])

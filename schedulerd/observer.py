@@ -1,0 +1,72 @@
+"""Observer: every few seconds, measure what an operator alerts on and publish it as gauges;
+report this replica as alive in Postgres (schedulerd status lists replicas seen recently).
+
+Measures: round trips to Postgres and Redis, this host's clock skew against each, queue depth
+and the age of its earliest entry, executions due within the dispatch horizon, and the
+materialiser horizon. A failing measurement is skipped, never fatal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+from datetime import UTC, datetime
+
+import structlog
+
+from schedulerd import metrics
+from schedulerd.config import Config
+from schedulerd.queue import UNREACHABLE, DelayQueue
+from schedulerd.store import Store
+
+log = structlog.get_logger("schedulerd.observer")
+
+VERSION = "0.1.0"
+
+
+class Observer:
+    def __init__(self, store: Store, queue: DelayQueue, config: Config, worker_id: str) -> None:
+        self.store = store
+        self.queue = queue
+        self.config = config
+        self.worker_id = worker_id
+        self.started_at = datetime.now(UTC)
+
+    async def run_once(self) -> None:
+        await self._measure_postgres()
+        try:
+            await self._measure_redis()
+        except UNREACHABLE as exc:
+            log.debug("observer.redis_unreachable", error=str(exc))
+        await self.store.replica_report(
+            self.worker_id, socket.gethostname(), os.getpid(), self.config.daemon.roles, VERSION, self.started_at
+        )
+
+    async def _measure_postgres(self) -> None:
+        sent = time.time()
+        server_now = await self.store.clock_now()
+        received = time.time()
+        metrics.ROUND_TRIP.labels("postgres").set(received - sent)
+        metrics.CLOCK_SKEW.labels("postgres").set((sent + received) / 2 - server_now.timestamp())
+        metrics.PENDING_IN_HORIZON.set(await self.store.execution_due_soon(self.config.dispatcher.horizon_s))
+        horizon, now = await self.store.job_horizon()
+        if horizon is not None:
+            metrics.HORIZON.set((horizon - now).total_seconds())
+
+    async def _measure_redis(self) -> None:
+        sent = time.time()
+        seconds, micros = await self.queue.client.time()
+        received = time.time()
+        redis_now = seconds + micros / 1e6
+        metrics.ROUND_TRIP.labels("redis").set(received - sent)
+        metrics.CLOCK_SKEW.labels("redis").set((sent + received) / 2 - redis_now)
+        depth, earliest_due_ms = await self.queue.depth_and_earliest()
+        metrics.QUEUE_DEPTH.set(depth)
+        metrics.OLDEST_DUE_AGE.set(redis_now - earliest_due_ms / 1000 if earliest_due_ms is not None else 0)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        from schedulerd.daemon import every
+
+        await every("observer", self.config.daemon.observe_interval_s, self.run_once, stop)

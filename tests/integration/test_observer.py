@@ -1,0 +1,47 @@
+"""Metrics and the observer loop against real Postgres and Redis."""
+
+from __future__ import annotations
+
+from prometheus_client import REGISTRY
+
+from schedulerd.jobs import Jobs, JobSpec
+from schedulerd.observer import Observer
+from tests.integration.conftest import run_until_idle
+
+
+def sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+async def test_running_executions_update_counters_and_the_lag_histogram(make_job, make_worker, store) -> None:
+    before_lag = sample("schedulerd_start_lag_seconds_count", task="log")
+    before_ok = sample("schedulerd_executions_finished_total", task="log", outcome="succeeded")
+    before_failed = sample("schedulerd_executions_finished_total", task="fail", outcome="failed")
+    before_retries = sample("schedulerd_retries_total", task="fail")
+    _, ok = await make_job("log")
+    _, failing = await make_job("fail", max_attempts=2)
+    worker = make_worker()
+    await run_until_idle(worker, store, ok.id)
+    await run_until_idle(worker, store, failing.id)
+
+    assert sample("schedulerd_start_lag_seconds_count", task="log") == before_lag + 1
+    assert sample("schedulerd_executions_finished_total", task="log", outcome="succeeded") == before_ok + 1
+    assert sample("schedulerd_executions_finished_total", task="fail", outcome="failed") == before_failed + 2
+    assert sample("schedulerd_retries_total", task="fail") == before_retries + 1
+    assert sample("schedulerd_in_flight") == 0
+
+
+async def test_observer_samples_gauges_and_reports_the_replica(store, queue, config) -> None:
+    await Jobs(store, queue, config).create(JobSpec(task="noop", cron="* * * * *"))
+    observer = Observer(store, queue, config, "observer-test")
+
+    await observer.run_once()
+
+    assert sample("schedulerd_queue_depth") >= 1
+    assert sample("schedulerd_pending_in_horizon") >= 1
+    assert 5 * 3600 < sample("schedulerd_materialiser_horizon_seconds") <= 6 * 3600
+    assert 0 < sample("schedulerd_round_trip_seconds", server="postgres") < 1
+    assert 0 < sample("schedulerd_round_trip_seconds", server="redis") < 1
+    assert abs(sample("schedulerd_clock_skew_seconds", server="redis")) < 1  # one host, one clock
+    (replica,) = [r for r in await store.replica_list(60) if r["worker_id"] == "observer-test"]
+    assert replica["roles"] == list(config.daemon.roles) and replica["version"]
