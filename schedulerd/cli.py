@@ -22,6 +22,7 @@ from schedulerd.config import Config
 from schedulerd.core.durations import parse_duration_s, parse_instant
 from schedulerd.errors import ConfigError, NotFoundError, SchedulerdError, ValidationError
 from schedulerd.models import ExecutionStatus
+from schedulerd.queue import UNREACHABLE
 
 T = TypeVar("T")
 
@@ -128,7 +129,7 @@ async def _connect(config: Config) -> tuple[Any, Any]:
 
     servers = resolve_servers(config, start=False)
     store = await Store.connect(servers.database_url, min_size=1, max_size=2)
-    return store, DelayQueue.connect(servers.redis_url, config.redis.prefix)
+    return store, DelayQueue.connect(servers.redis_url, config.redis.prefix, config.redis.timeout_s)
 
 
 def _parse(field: str, parse: Callable[[str], T], text: str) -> T:
@@ -323,24 +324,41 @@ async def _status(args: argparse.Namespace, config: Config) -> None:
     async with _Session(config) as jobs:
         overview = await jobs.store.execution_overview()
         horizon, now = await jobs.store.job_horizon()
-        depth = await jobs.queue.depth()
+        replicas = await jobs.store.replica_list(seen_within_s=60)
+        lag = await jobs.store.execution_recent_lag(within_s=300)
+        try:
+            depth: int | None = await jobs.queue.depth()
+        except UNREACHABLE:
+            depth = None  # say so rather than fail: this is the screen used when things are broken
 
     def age_s(at: datetime | None) -> float | None:
         return round((now - at).total_seconds(), 3) if at else None
 
     report = {
+        "replicas": [
+            {"worker_id": r["worker_id"], "roles": r["roles"], "version": r["version"],
+             "seen_s_ago": round(r["seen_ago"].total_seconds(), 1), "up_s": round((now - r["started_at"]).total_seconds())}
+            for r in replicas
+        ],
         "queue_depth": depth,
         "oldest_queued_due_age_s": age_s(overview["oldest_queued_due_at"]),
         "oldest_pending_due_age_s": age_s(overview["oldest_pending_due_at"]),
+        "start_lag_last_5m_s": {k: (round(lag[k], 3) if lag[k] is not None else None) for k in ("p50", "p95", "p99")},
+        "started_last_5m": lag["started"],
+        "failed_last_hour": lag["failed_last_hour"],
         # How far ahead every enabled cron job is written; alert well before this reaches 0.
         "materialiser_horizon_s": -age_s(horizon) if horizon else None,
         "last_hour_by_status": overview["last_hour_by_status"],
-    }
+    }  # fmt: skip
     if args.json:
         print(json.dumps(report))
         return
+    print(f"replicas seen in the last minute: {len(replicas)}")
+    for r in report["replicas"]:
+        print(f"  {r['worker_id']:30} {','.join(r['roles']):45} v{r['version']}  up {r['up_s']} s, seen {r['seen_s_ago']} s ago")
     for key, value in report.items():
-        print(f"{key:26} {value}")
+        if key != "replicas":
+            print(f"{key:26} {value if value is not None else 'unknown'}")
 
 
 async def _tenant_token(args: argparse.Namespace, config: Config) -> None:
