@@ -21,10 +21,11 @@ import asyncpg
 import redis.exceptions
 import structlog
 
-from schedulerd import registry
+from schedulerd import clock, health, registry, systemd
 from schedulerd.config import Config
 from schedulerd.dispatcher import Dispatcher
 from schedulerd.materialiser import Materialiser
+from schedulerd.observer import Observer
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store, migrate
 from schedulerd.sweeper import Sweeper
@@ -74,6 +75,7 @@ async def every(
         while not stop.is_set():
             wake.clear()
             await tick()
+            health.tick(name)
             waiters = [asyncio.create_task(stop.wait()), asyncio.create_task(wake.wait())]
             await asyncio.wait(waiters, timeout=interval_s, return_when=asyncio.FIRST_COMPLETED)
             for waiter in waiters:
@@ -117,7 +119,8 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
         if applied:
             log.info("daemon.migrated", applied=applied)
     store = await Store.connect(servers.database_url, min_size=config.database.pool_min, max_size=config.database.pool_max)
-    queue = DelayQueue.connect(servers.redis_url, config.redis.prefix)
+    await clock.report_skew(store)  # a host clock far from Postgres's is worth a warning (nothing depends on it)
+    queue = DelayQueue.connect(servers.redis_url, config.redis.prefix, config.redis.timeout_s)
     worker_id = config.daemon.resolved_worker_id()
     services: dict[str, Any] = {}
     if "materialiser" in config.daemon.roles:
@@ -146,11 +149,17 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
         app = create_app(Jobs(store, queue, config), store, queue, config)
         services["api"] = _Api(app, config, listen(config.api.host, config.api.port))
         log.info("api.listening", url=f"http://{config.api.host}:{config.api.port}/")
+    services["observer"] = Observer(store, queue, config, worker_id)
+    loop_health = health.expect(loop_budgets(config, services))
     tasks = [asyncio.create_task(service.run(stop), name=role) for role, service in services.items()]
+    if systemd.watchdog_interval_s() is not None:
+        tasks.append(asyncio.create_task(systemd.watchdog(lambda: not loop_health.stale(), stop), name="watchdog"))
+    systemd.notify("READY=1")
     log.info("daemon.started", worker_id=worker_id, roles=list(services), pid=os.getpid())
     try:
         done, _ = await asyncio.wait([*tasks, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
         stop.set()
+        systemd.notify("STOPPING=1")
         await asyncio.gather(*tasks)  # re-raises the first loop that died
     finally:
         for task in tasks:
@@ -159,6 +168,17 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
         await queue.close()
         await store.close()
         log.info("daemon.stopped", worker_id=worker_id)
+
+
+def loop_budgets(config: Config, services: dict[str, Any]) -> dict[str, float]:
+    """Longest acceptable gap between two ticks of each running loop (seconds): three missed
+    intervals, and never under 10 s, so a slow pass under load is not mistaken for a wedge."""
+    intervals = {
+        "materialiser": config.materialiser.interval_s, "dispatcher": config.dispatcher.interval_s,
+        "sweeper": config.sweeper.interval_s, "worker": config.worker.poll_max_s,
+        "observer": config.daemon.observe_interval_s,
+    }  # fmt: skip
+    return {name: max(10.0, 3 * interval_s) for name, interval_s in intervals.items() if name in services}
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from schedulerd import metrics
 
 _last_tick: dict[str, float] = {}  # loop name -> monotonic time of its last completed pass
+_expected: dict[str, float] = {}  # loop name -> longest acceptable gap, for the loops this process runs
 
 
 def tick(loop: str) -> None:
@@ -21,6 +22,17 @@ def tick(loop: str) -> None:
 def forget() -> None:
     """For tests and restarts: no loop has ticked yet."""
     _last_tick.clear()
+
+
+def expect(budgets: dict[str, float]) -> LoopHealth:
+    """The daemon declares the loops it runs, each with its longest acceptable gap (seconds)."""
+    _expected.clear()
+    _expected.update(budgets)
+    return current()
+
+
+def current() -> LoopHealth:
+    return LoopHealth(dict(_expected))
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from uuid import UUID
 import structlog
 
 from schedulerd import registry
+from schedulerd.clock import Clock, system
 from schedulerd.config import Config
 from schedulerd.core.misfire import MisfirePolicy
 from schedulerd.core.schedule import CronSchedule, ScheduleError, smear_offset_s
@@ -166,10 +167,11 @@ def queued(executions: list[Execution]) -> list[Enqueue]:
 
 
 class Jobs:
-    def __init__(self, store: Store, queue: DelayQueue, config: Config) -> None:
+    def __init__(self, store: Store, queue: DelayQueue, config: Config, clock: Clock | None = None) -> None:
         self.store = store
         self.queue = queue
         self.config = config
+        self.clock = clock or system()  # the host's: only bounds-checks run_at; due times use Postgres's
 
     async def _enqueue(self, entries: list[Enqueue]) -> None:
         if not entries:
@@ -183,7 +185,7 @@ class Jobs:
         """Validate, commit the job with its first executions (a cron job: its first horizon),
         then ZADD those due inside the dispatch horizon. `also` runs inside the same transaction
         (the API records an idempotency key there); if it raises, nothing is written."""
-        values = validate(spec, self.config, datetime.now(UTC))
+        values = validate(spec, self.config, self.clock.now())
         horizon_s = self.config.dispatcher.horizon_s
         async with self.store.transaction() as tx:
             job = await tx.job_insert(values)
@@ -212,7 +214,7 @@ class Jobs:
         """Stop a job; its not-yet-started executions are cancelled. Returns (job, cancelled)."""
         await self.get(job_id, tenant)
         async with self.store.transaction() as tx:
-            job = await tx.job_set_enabled(job_id, False, datetime.now(UTC))
+            job = await tx.job_set_enabled(job_id, False, self.clock.now())  # cursor unused when pausing
             if job is None:
                 raise NotFoundError(f"job {job_id} not found")
             cancelled = await tx.execution_cancel_for_job(job_id, "paused")
@@ -249,7 +251,7 @@ class Jobs:
         job = await self.get(job_id, tenant)
         if job.deleted_at is not None:
             raise ValidationError("id", f"job {job_id} is deleted")
-        now = datetime.now(UTC)
+        now = await self.store.clock_now()  # Postgres's: a skewed host must not make it due late or early
         (execution,) = await self.store.execution_insert_many(
             [(uuid.uuid4(), job.id, job.tenant, now, now)], self.config.dispatcher.horizon_s
         )

@@ -400,3 +400,7 @@ SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY lag) AS p50,
 FROM (SELECT extract(epoch FROM first_started_at - scheduled_for) AS lag FROM executions
       WHERE scheduled_for > clock_timestamp() - make_interval(secs => $1) - interval '1 hour'
         AND first_started_at > clock_timestamp() - make_interval(secs => $1)) recent;
+
+-- name: migration_applied
+-- Migrations recorded by yoyo: /readyz compares them with the ones this code ships.
+SELECT migration_id FROM _yoyo_migration;

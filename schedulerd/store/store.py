@@ -313,3 +313,6 @@ class Store:
 
     async def execution_recent_lag(self, within_s: float) -> dict[str, Any]:
         return dict(await self.db.fetchrow(QUERIES["execution_recent_lag"], within_s))
+
+    async def migration_applied(self) -> set[str]:
+        return {r["migration_id"] for r in await self.db.fetch(QUERIES["migration_applied"])}

@@ -1,0 +1,57 @@
+"""Operator endpoints: /metrics (Prometheus), /healthz (the process answers) and /readyz
+(Postgres and Redis answer, the schema is current, every loop ticked recently). No token: bind
+the API to a private address; these reveal no tenant's jobs. They are left out of /openapi.json,
+which documents the tenant API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from schedulerd import health
+from schedulerd.queue import DelayQueue
+from schedulerd.store import Store
+from schedulerd.store.store import MIGRATIONS_DIR
+
+CHECK_TIMEOUT_S = 2.0
+
+
+def router(store: Store, queue: DelayQueue) -> APIRouter:
+    ops = APIRouter()
+
+    @ops.get("/metrics", include_in_schema=False)
+    async def metrics() -> Response:
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    @ops.get("/healthz", include_in_schema=False)
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @ops.get("/readyz", include_in_schema=False)
+    async def readyz() -> JSONResponse:
+        checks: dict[str, Any] = {}
+        try:
+            applied = await asyncio.wait_for(store.migration_applied(), CHECK_TIMEOUT_S)
+            checks["postgres"] = "ok"
+            missing = sorted({p.stem for p in MIGRATIONS_DIR.glob("*.sql")} - applied)
+            checks["migrations"] = "ok" if not missing else f"not applied: {', '.join(missing)}"
+        except Exception as exc:  # any failure to answer is "not ready", with the reason
+            checks["postgres"] = f"{type(exc).__name__}: {exc}"
+        try:
+            await asyncio.wait_for(queue.client.ping(), CHECK_TIMEOUT_S)
+            checks["redis"] = "ok"
+        except Exception as exc:
+            checks["redis"] = f"{type(exc).__name__}: {exc}"
+        loops = health.current()
+        stale = loops.stale()
+        checks["loops"] = "ok" if not stale else {loop: f"no tick for {age} s" if age else "never ticked" for loop, age in stale.items()}
+        ready = all(value == "ok" for value in checks.values())
+        body = {"status": "ready" if ready else "not ready", "checks": checks, "last_tick_s_ago": loops.ages()}
+        return JSONResponse(body, status_code=200 if ready else 503)
+
+    return ops

@@ -1,0 +1,28 @@
+"""/metrics, /healthz and /readyz over real HTTP."""
+
+from __future__ import annotations
+
+import httpx
+
+from schedulerd import health
+
+
+async def test_metrics_health_and_readiness(api) -> None:  # type: ignore[no-untyped-def]
+    async with httpx.AsyncClient(base_url=api.url) as http:
+        metrics = await http.get("/metrics")
+        assert metrics.status_code == 200 and metrics.headers["content-type"].startswith("text/plain")
+        assert "schedulerd_start_lag_seconds_bucket" in metrics.text or "schedulerd_start_lag_seconds" in metrics.text
+        assert (await http.get("/healthz")).json() == {"status": "ok"}
+
+        health.forget()
+        health.expect({"worker": 10.0})
+        not_ready = await http.get("/readyz")
+        assert not_ready.status_code == 503
+        checks = not_ready.json()["checks"]
+        assert checks["postgres"] == checks["redis"] == checks["migrations"] == "ok"
+        assert checks["loops"] == {"worker": "never ticked"}
+
+        health.tick("worker")
+        ready = await http.get("/readyz")
+        assert ready.status_code == 200 and ready.json()["status"] == "ready"
+        health.expect({})
