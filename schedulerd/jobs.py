@@ -63,6 +63,17 @@ class JobSpec:
     backoff_max_s: float | None = None
 
 
+def _check_text(text: str, field: str) -> None:
+    """Text Postgres can store: no NUL, and valid Unicode (a lone surrogate is what Python makes
+    of bytes that are not UTF-8; the driver or jsonb would refuse it with a server error)."""
+    if "\x00" in text:
+        raise ValidationError(field, "contains a NUL character, which cannot be stored")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValidationError(field, f"is not valid UTF-8 text ({text[exc.start]!r} at position {exc.start})") from None
+
+
 def _check_json_text(value: Any, path: str) -> None:
     """Postgres jsonb refuses NUL characters; say where, before the insert fails half-way.
     Iterative, with a depth cap, so a deeply nested document is refused instead of overflowing
@@ -73,8 +84,7 @@ def _check_json_text(value: Any, path: str) -> None:
         if depth > MAX_PARAMS_DEPTH:
             raise ValidationError("params", f"is nested deeper than {MAX_PARAMS_DEPTH} levels")
         if isinstance(item, str):
-            if "\x00" in item:
-                raise ValidationError(where, "contains a NUL character, which cannot be stored")
+            _check_text(item, where)
         elif isinstance(item, dict):
             for key, child in item.items():
                 todo.append((key, f"{where} key", depth + 1))
@@ -131,8 +141,8 @@ def validate(spec: JobSpec, config: Config, now: datetime) -> dict[str, Any]:
         raise ValidationError("timeout_s", f"must be above 0 and at most 7 days, got {timeout_s}")
     if spec.name is not None and len(spec.name) > 200:
         raise ValidationError("name", "is longer than 200 characters")
-    if spec.name is not None and "\x00" in spec.name:
-        raise ValidationError("name", "contains a NUL character, which cannot be stored")
+    if spec.name is not None:
+        _check_text(spec.name, "name")
     backoff = {
         "backoff_base_s": (defaults.backoff_base_s if spec.backoff_base_s is None else spec.backoff_base_s, 0.0, 86400.0),
         "backoff_factor": (defaults.backoff_factor if spec.backoff_factor is None else spec.backoff_factor, 1.0, 100.0),
@@ -152,11 +162,12 @@ def validate(spec: JobSpec, config: Config, now: datetime) -> dict[str, Any]:
 
 
 def next_runs(job: Job, after: datetime, count: int) -> list[datetime]:
-    """The job's next `count` due instants (smearing applied) strictly after `after`, in UTC."""
+    """The due instants (smearing applied, UTC) of the job's next `count` occurrences, those
+    scheduled strictly after `after`: the same slots the materialiser writes."""
     if job.schedule_kind != "cron" or job.cron is None:
         return [job.run_at] if job.run_at and job.run_at > after else []
     offset = timedelta(seconds=smear_offset_s(str(job.id), job.window_s))
-    return [t + offset for t in CronSchedule(job.cron, job.timezone).next_runs(after - offset, count)]
+    return [t + offset for t in CronSchedule(job.cron, job.timezone).next_runs(after, count)]
 
 
 AlsoInTransaction = Callable[[Store, Job, list[Execution]], Awaitable[None]]

@@ -54,8 +54,16 @@ class Sweeper:
         requeue: list[Enqueue] = []
         while True:
             handed_back = await self.store.execution_reclaim_expired(self.config.batch_size)
-            requeue += [Enqueue(i, due_at) for i, status, due_at in handed_back if status == ExecutionStatus.QUEUED]
-            failed += sum(status != ExecutionStatus.QUEUED for _, status, _ in handed_back)
+            for row in handed_back:
+                log.warning(
+                    "sweeper.lease_expired", execution_id=str(row["id"]), job_id=str(row["job_id"]),
+                    tenant=row["tenant"], attempt=row["attempt"], fence=row["fence"], worker=row["worker"],
+                    now=row["status"],
+                )  # fmt: skip
+                if row["status"] == ExecutionStatus.QUEUED:
+                    requeue.append(Enqueue(row["id"], row["due_at"]))
+                else:
+                    failed += 1
             if len(handed_back) < self.config.batch_size:
                 break
         reclaimed = len(requeue)

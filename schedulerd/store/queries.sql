@@ -203,7 +203,7 @@ WITH input AS (
 ), recorded AS (
     INSERT INTO attempts (execution_id, attempt, fence, worker, started_at, finished_at, outcome, error)
     SELECT f.id, f.attempt, f.fence, f.worker, f.started_at, clock_timestamp(), i.outcome, i.error
-    FROM finished f JOIN input i ON i.id = f.id
+    FROM finished f JOIN input i ON i.id = f.id AND i.fence = f.fence  -- a stale outcome of the same execution may share the batch
 )
 SELECT id, status, due_at FROM finished;
 
@@ -249,12 +249,12 @@ WITH expired AS (
         last_error = 'lease expired: worker ' || coalesce(e.worker, '?') || ' stopped heartbeating'
     FROM expired x
     WHERE e.id = x.id AND e.fence = x.fence AND e.status = 'running' AND e.lease_until < clock_timestamp()
-    RETURNING e.id, e.attempt, e.fence, e.worker, e.started_at, e.status, e.due_at, e.last_error
+    RETURNING e.id, e.job_id, e.tenant, e.attempt, e.fence, e.worker, e.started_at, e.status, e.due_at, e.last_error
 ), recorded AS (
     INSERT INTO attempts (execution_id, attempt, fence, worker, started_at, finished_at, outcome, error)
     SELECT id, attempt, fence, worker, started_at, clock_timestamp(), 'lease_expired', last_error FROM reclaimed
 )
-SELECT id, status, due_at FROM reclaimed;
+SELECT id, job_id, tenant, attempt, fence, worker, status, due_at FROM reclaimed;
 
 -- name: execution_queued_overdue
 -- Queued executions overdue by more than $1 seconds, oldest first: candidates for a lost

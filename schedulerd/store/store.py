@@ -222,9 +222,9 @@ class Store:
         rows = await self.db.fetch(QUERIES["execution_hand_back_many"], [h[0] for h in held], [h[1] for h in held])
         return [Enqueue(r["id"], r["due_at"]) for r in rows]
 
-    async def execution_reclaim_expired(self, limit: int) -> list[tuple[UUID, str, datetime]]:
-        rows = await self.db.fetch(QUERIES["execution_reclaim_expired"], limit)
-        return [(r["id"], r["status"], r["due_at"]) for r in rows]
+    async def execution_reclaim_expired(self, limit: int) -> list[dict[str, Any]]:
+        """The executions handed back: id, job_id, tenant, attempt, fence, worker, status, due_at."""
+        return [dict(r) for r in await self.db.fetch(QUERIES["execution_reclaim_expired"], limit)]
 
     async def execution_queued_overdue(self, grace_s: float, limit: int) -> list[Enqueue]:
         rows = await self.db.fetch(QUERIES["execution_queued_overdue"], grace_s, limit)

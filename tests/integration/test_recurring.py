@@ -104,7 +104,7 @@ async def test_smearing_shifts_every_run_by_one_stable_offset(jobs, store) -> No
     offset = timedelta(seconds=smear_offset_s(str(job.id), 300))
     assert {e.due_at - e.scheduled_for for e in executions} == {offset}
     assert all(e.scheduled_for.minute == 0 for e in executions)
-    assert next_runs(job, datetime.now(UTC), 3) == [e.due_at for e in executions[:3]]
+    assert next_runs(job, job.created_at, 3) == [e.due_at for e in executions[:3]]
 
 
 async def test_pause_resume_delete_and_trigger(jobs, store, queue, make_worker) -> None:
