@@ -1,0 +1,109 @@
+"""The dashboard in headless Chromium (Debian's, driven by Playwright) against a real daemon:
+log in with a token from `schedulerd tenant create`, create jobs, watch one run, open its
+execution and attempts. SCHEDULERD_UPDATE_SCREENSHOT=1 also writes docs/dashboard.png."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.async_api import async_playwright, expect
+
+from tests.api.test_daemon_api import cli, free_port
+from tests.conftest import REPO_ROOT, wait_for
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+
+
+@pytest.fixture
+def chromium() -> str:
+    if not os.path.exists(CHROMIUM):
+        message = f"{CHROMIUM} is missing: scripts/install installs Debian's chromium when run as root"
+        pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
+    return CHROMIUM
+
+
+@pytest.mark.timeout(120)
+async def test_log_in_create_a_job_see_it_run_and_open_its_execution(
+    chromium: str, database_url: str, redis_url: str, start_daemon: Callable[..., Any], store: Any, tmp_path: Path
+) -> None:
+    port = free_port()
+    start_daemon("browser-replica", SCHEDULERD_API_ENABLED="true", SCHEDULERD_API_PORT=str(port))
+    created = cli(database_url, redis_url, "tenant", "create", f"web-{port}")
+    token = created.stdout.splitlines()[-1]
+    url = f"http://127.0.0.1:{port}/"
+
+    async def up() -> bool:
+        try:
+            return httpx.get(url, timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    await wait_for(up, timeout_s=30, interval_s=0.2)
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        page = await browser.new_page(viewport={"width": 1280, "height": 720}, timezone_id="Europe/Berlin")
+        await page.goto(url)
+        await expect(page.locator("#login")).to_be_visible()
+        await page.fill("#token", "sdk_wrong")
+        await page.click("#login-button")
+        await expect(page.locator("#login-error")).to_contain_text("valid bearer token")
+        await page.fill("#token", token)
+        await page.click("#login-button")
+        await expect(page.locator("#tenant")).to_have_text(f"tenant web-{port}")
+
+        # A recurring job: its next runs show in its zone and in UTC.
+        await page.click("#new-job-details summary")
+        await page.fill("#job-name", "nightly-report")
+        await page.select_option("#job-task", "noop")
+        await page.check('input[name="when"][value="cron"]')
+        await page.fill("#job-cron", "30 2 * * *")
+        await page.fill("#job-zone", "America/New_York")
+        await page.click("#job-submit")
+        await expect(page.locator("#job-result")).to_contain_text("Created")
+        nightly = page.locator("tr.job", has_text="nightly-report")
+        await expect(nightly).to_contain_text("America/New_York")
+        await expect(nightly.locator(".local").first).to_contain_text(re.compile(r"02:30:00 (EST|EDT)"))
+        await expect(nightly.locator(".utc").first).to_contain_text(re.compile(r"(06|07):30:00 UTC"))
+
+        # A bad definition is refused with the field named, and nothing is created.
+        await page.fill("#job-zone", "Mars/Olympus")
+        await page.click("#job-submit")
+        await expect(page.locator("#job-result")).to_contain_text("timezone: unknown time zone 'Mars/Olympus'")
+
+        # A job that runs now: it shows up, runs, and its execution opens with its attempt.
+        await page.fill("#job-name", "hello-now")
+        await page.check('input[name="when"][value="now"]')
+        await page.select_option("#job-task", "log")
+        await page.fill("#job-params", '{"hello": "browser"}')
+        await page.click("#job-submit")
+        await expect(page.locator("#job-result")).to_contain_text("Created")
+        row = page.locator("tr.job", has_text="hello-now")
+        await expect(row.locator(".status")).to_have_text("succeeded", timeout=20_000)  # auto-refresh picks it up
+        await page.click("#new-job-details summary")  # fold the form away for the picture
+        await page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
+        await row.click()
+        execution = page.locator("tr.execution").first
+        await expect(execution).to_have_attribute("data-status", "succeeded")
+        await execution.click()
+        await expect(page.locator("#execution-status")).to_contain_text("succeeded")
+        attempt = page.locator("#attempts tr.attempt")
+        await expect(attempt).to_have_count(1)
+        await expect(attempt).to_contain_text("browser-replica")
+        await expect(attempt).to_contain_text("succeeded")
+
+        await page.click('nav a[href="#/overview"]')
+        await expect(page.locator("#overview")).to_contain_text("queue depth")
+        await expect(page.locator("#runs-by-status")).to_contain_text("succeeded")
+        await browser.close()
+    if os.environ.get("SCHEDULERD_UPDATE_SCREENSHOT"):
+        (REPO_ROOT / "docs").mkdir(exist_ok=True)
+        shutil.copy(tmp_path / "dashboard.png", REPO_ROOT / "docs" / "dashboard.png")
