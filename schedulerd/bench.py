@@ -214,6 +214,24 @@ async def wait_ready(replicas: list[Replica], ports: set[int], timeout_s: float 
         await asyncio.sleep(0.2)
 
 
+async def _feed(database_url: str, t0: datetime, workload: Workload, job_ids: list[Any], ahead_s: float) -> None:
+    """Insert a steady workload one second at a time, each second `ahead_s` before it is due."""
+    rate = 1e6 / workload.spacing_us
+    db = await asyncpg.connect(database_url)
+    try:
+        written, second = 0, 0
+        while written < workload.count:
+            slice_start = t0 + timedelta(seconds=second)
+            wait_s = (slice_start - timedelta(seconds=ahead_s) - datetime.now(t0.tzinfo)).total_seconds()
+            if wait_s > 0:
+                await asyncio.sleep(wait_s)
+            count = min(round(rate), workload.count - written)
+            await db.execute(INSERT_EXECUTIONS, slice_start, count, workload.spacing_us, job_ids)
+            written, second = written + count, second + 1
+    finally:
+        await db.close()
+
+
 async def run_bench(args: argparse.Namespace, workload: Workload) -> dict[str, Any]:
     """Set up, run the workload, measure, tear down. Metrics come from the rows in Postgres:
 
@@ -262,15 +280,23 @@ async def run_bench(args: argparse.Namespace, workload: Workload) -> dict[str, A
             t0 = t0.replace(second=0, microsecond=0) + timedelta(minutes=1)
             t_end = t0 + timedelta(seconds=workload.duration_s)
             expected = workload.count * round(workload.duration_s / 60)
+        elif workload.scenario == "steady":
+            # Written as a live system writes them: each second's executions `lead` seconds
+            # before they fall due, so the dispatcher works at the offered rate, not on a backlog.
+            job_ids = [row["id"] for row in await db.fetch(INSERT_JOBS, t0, JOBS, *retry)]
+            feeder = asyncio.create_task(_feed(database_url, t0, workload, job_ids, args.lead))
+            t_end, expected = t0 + timedelta(seconds=workload.duration_s + 1), workload.count
         else:
             job_ids = [row["id"] for row in await db.fetch(INSERT_JOBS, t0, min(JOBS, workload.count), *retry)]
             await db.execute(INSERT_EXECUTIONS, t0, workload.count, workload.spacing_us, job_ids)
             t_end, expected = t0 + timedelta(seconds=workload.duration_s + 1), workload.count
+        if workload.scenario == "steady":
+            await feeder  # re-raises a failed insert
         insert_s = time.monotonic() - insert_started
         while await db.fetchval("SELECT count(*) FROM executions WHERE status = 'pending' AND due_at <= $1", t_end):
             await asyncio.sleep(0.1)
         dispatched_s = time.monotonic() - insert_started
-        if dispatched_s > args.lead and workload.scenario != "cron":
+        if dispatched_s > args.lead and workload.scenario == "spike":
             print(f"bench: warning: inserting and dispatching took {dispatched_s:.1f} s, more than the "
                   f"{args.lead:g} s lead: early lag includes it (raise --lead)", file=sys.stderr)  # fmt: skip
 
@@ -352,7 +378,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--replicas", type=int, default=d(2), help="daemon processes to start (default 2)")
         p.add_argument("--set", dest="settings", type=_setting, action="append", default=d([]), metavar="KEY=VALUE",
                        help="daemon setting, passed as env SCHEDULERD_KEY=VALUE (repeatable)")  # fmt: skip
-        p.add_argument("--lead", type=float, default=d(5.0), help="seconds from workload insert to the first due time")
+        p.add_argument("--lead", type=float, default=d(5.0),
+                       help="seconds between writing executions and their due time (steady: per second of load)")
         p.add_argument("--drain-timeout", type=float, default=d(120.0),
                        help="seconds after the last due time to wait for every execution to finish")  # fmt: skip
         p.add_argument("--keep-db", action="store_true", default=d(False), help="keep the database for inspection")
