@@ -112,6 +112,16 @@ class ApiConfig:
 
 
 @dataclass(frozen=True)
+class HttpConfig:
+    """The built-in `http` task. Tenants name the URLs, so private targets are refused by default."""
+
+    allow_hosts: tuple[str, ...] = ()  # empty: any public host; else only these (exact name, or ".example.com" for subdomains); a listed host may be private
+    allow_private: bool = False  # let unlisted hosts resolve to loopback/private/link-local addresses
+    timeout_s: float = 10.0  # per request, unless params.timeout_s is lower (the job's timeout also applies)
+    excerpt_bytes: int = 1024  # of the response body kept on the attempt
+
+
+@dataclass(frozen=True)
 class LogConfig:
     level: str = "info"
     format: str = "auto"  # json | console | auto
@@ -129,6 +139,7 @@ class Config:
     sweeper: SweeperConfig = field(default_factory=SweeperConfig)
     jobs: JobsConfig = field(default_factory=JobsConfig)
     api: ApiConfig = field(default_factory=ApiConfig)
+    http: HttpConfig = field(default_factory=HttpConfig)
     log: LogConfig = field(default_factory=LogConfig)
 
     def validate(self) -> None:
@@ -150,6 +161,9 @@ class Config:
         for key in ("max_body_bytes", "page_size_max", "rate_limit"):
             if getattr(self.api, key) < 1:
                 raise ConfigError(f"api.{key} must be at least 1, got {getattr(self.api, key)}")
+        if not self.http.timeout_s > 0 or self.http.excerpt_bytes < 0:
+            raise ConfigError(f"http.timeout_s must be above 0 and http.excerpt_bytes at least 0, got "
+                              f"{self.http.timeout_s} and {self.http.excerpt_bytes}")
         if not self.api.rate_window_s > 0:
             raise ConfigError(f"api.rate_window_s must be above 0, got {self.api.rate_window_s}")
 

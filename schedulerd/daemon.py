@@ -21,7 +21,7 @@ import asyncpg
 import redis.exceptions
 import structlog
 
-from schedulerd import clock, health, registry, systemd
+from schedulerd import clock, health, http_task, registry, systemd
 from schedulerd.config import Config
 from schedulerd.dispatcher import Dispatcher
 from schedulerd.materialiser import Materialiser
@@ -114,6 +114,7 @@ def resolve_servers(config: Config, *, start: bool) -> Servers:
 async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
     """Run the configured loops until `stop` is set or one of them fails."""
     registry.load_modules(config.daemon.task_modules)
+    http_task.configure(config.http)
     if config.daemon.migrate_on_start:
         applied = await migrate(servers.database_url)
         if applied:

@@ -93,6 +93,7 @@ class Attempt(_Row):
     finished_at: datetime
     outcome: str
     error: str | None
+    detail: str | None  # what the handler returned (JSON), e.g. an HTTP status and body excerpt
 
     @property
     def duration_s(self) -> float:
@@ -131,6 +132,7 @@ class Outcome:
     outcome: AttemptOutcome
     error: str | None = None
     retry_delay_s: float | None = None
+    detail: str | None = None  # e.g. the http task's response status and body excerpt (JSON)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,25 @@ class TaskContext:
 Handler = Callable[[TaskContext, dict[str, Any]], Any | Awaitable[Any]]
 
 
+class PermanentError(Exception):
+    """Raise from a handler when retrying cannot help (a 404, bad params): the execution is
+    failed at once, whatever attempts are left. `detail` (optional) is kept on the attempt."""
+
+    def __init__(self, message: str, *, detail: Any = None) -> None:
+        super().__init__(message)
+        self.detail = detail
+
+
+class RetryAfter(Exception):
+    """Raise from a handler when the target said when to come back (HTTP Retry-After): the
+    attempt fails and the next one waits at least `delay_s` seconds (more if the backoff says so)."""
+
+    def __init__(self, message: str, delay_s: float, *, detail: Any = None) -> None:
+        super().__init__(message)
+        self.delay_s = max(0.0, delay_s)
+        self.detail = detail
+
+
 @dataclass(frozen=True)
 class Task:
     name: str

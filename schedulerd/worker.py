@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import random
 import time
 import traceback
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 from uuid import UUID
 
 import structlog
@@ -32,12 +34,21 @@ from schedulerd.store import Store
 log = structlog.get_logger("schedulerd.worker")
 
 ERROR_MAX_CHARS = 4000  # an attempt's recorded error (message plus the end of the traceback)
+DETAIL_MAX_CHARS = 4000  # an attempt's recorded detail (what the handler returned, as JSON)
 
 
 def describe_error(exc: BaseException) -> str:
     """'ValueError: bad input' plus the innermost frames, bounded."""
     text = "".join(traceback.format_exception(exc, limit=-3)).strip()
     return text if len(text) <= ERROR_MAX_CHARS else "…" + text[-ERROR_MAX_CHARS:]
+
+
+def describe_detail(value: Any) -> str | None:
+    """What a handler returned (or an error carried), as bounded JSON for the attempt's detail."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= DETAIL_MAX_CHARS else text[:DETAIL_MAX_CHARS] + "…"
 
 
 @dataclass
@@ -161,7 +172,8 @@ class Worker:
             execution_id=str(claim.id), job_id=str(claim.job_id), tenant=claim.tenant,
             attempt=claim.attempt, fence=claim.fence, task=claim.task,
         )  # fmt: skip
-        outcome, error = AttemptOutcome.SUCCEEDED, None
+        outcome, error, detail = AttemptOutcome.SUCCEEDED, None, None
+        permanent, retry_after_s = False, None
         deadline: asyncio.Timeout | None = None
         try:
             task = registry.get(claim.task)
@@ -170,12 +182,13 @@ class Worker:
             )
             async with asyncio.timeout(claim.timeout_s) as deadline:
                 if task.is_async:
-                    await task.handler(ctx, claim.params)
+                    result = await task.handler(ctx, claim.params)
                 else:
                     # A thread cannot be interrupted: on timeout the attempt is recorded as timed
                     # out, but the function runs on in its thread until it returns.
                     call = functools.partial(task.handler, ctx, claim.params)
-                    await asyncio.get_running_loop().run_in_executor(self._threads, call)
+                    result = await asyncio.get_running_loop().run_in_executor(self._threads, call)
+            detail = describe_detail(result)
         except asyncio.CancelledError:
             if running.stopped is not None:
                 bound.warning(f"worker.{running.stopped}")  # the attempt is recorded elsewhere
@@ -188,30 +201,42 @@ class Worker:
                 outcome, error = AttemptOutcome.FAILED, describe_error(exc)
         except ValidationError as exc:  # task type not registered in this process
             outcome, error = AttemptOutcome.FAILED, f"{exc} on worker {self.worker_id}"
+        except registry.PermanentError as exc:
+            outcome, error, detail = AttemptOutcome.FAILED, f"not retried (permanent): {exc}", describe_detail(exc.detail)
+            permanent = True
+        except registry.RetryAfter as exc:
+            outcome, error, detail = AttemptOutcome.FAILED, str(exc), describe_detail(exc.detail)
+            retry_after_s = exc.delay_s
         except Exception as exc:
-            outcome, error = AttemptOutcome.FAILED, describe_error(exc)
+            outcome, error, detail = AttemptOutcome.FAILED, describe_error(exc), describe_detail(getattr(exc, "detail", None))
         finally:
             self.running.pop(claim.id, None)
             metrics.IN_FLIGHT.set(len(self.running))
             self._slot_free.set()
-        self._record(claim, outcome, error)
+        self._record(claim, outcome, error, detail=detail, permanent=permanent, retry_after_s=retry_after_s)
         if outcome is AttemptOutcome.SUCCEEDED:
             bound.debug("worker.attempt_succeeded")  # one line per execution is too many at 10,000/s
         else:
             bound.warning("worker.attempt_failed", outcome=str(outcome), error=(error or "").splitlines()[-1][:200])
 
-    def _record(self, claim: Claim, outcome: AttemptOutcome, error: str | None) -> None:
+    def _record(
+        self, claim: Claim, outcome: AttemptOutcome, error: str | None, *, detail: str | None = None,
+        permanent: bool = False, retry_after_s: float | None = None,
+    ) -> None:  # fmt: skip
         if outcome is AttemptOutcome.SUCCEEDED:
             status, delay_s = ExecutionStatus.SUCCEEDED, None
         else:
-            delay_s = after_failure(
+            delay_s = None if permanent else after_failure(
                 claim.attempt, claim.max_attempts, claim.backoff_base_s, claim.backoff_factor, claim.backoff_max_s, self.rng
-            )
+            )  # fmt: skip
+            if delay_s is not None and retry_after_s is not None:
+                # The target said when to come back; capped so a silly header cannot park a job for days.
+                delay_s = max(delay_s, min(retry_after_s, claim.backoff_max_s))
             if delay_s is None:
                 status = ExecutionStatus.FAILED
             else:
                 status = ExecutionStatus.QUEUED if delay_s <= self.horizon_s else ExecutionStatus.PENDING
-        self._outcomes.append(Outcome(claim.id, claim.fence, claim.task, status, outcome, error, delay_s))
+        self._outcomes.append(Outcome(claim.id, claim.fence, claim.task, status, outcome, error, delay_s, detail))
         self._outcome_ready.set()
 
     # --- batched writers ---------------------------------------------------------------------

@@ -183,11 +183,12 @@ RETURNING e.id;
 -- name: execution_finish_many
 -- Record the outcome of a batch of attempts, each only if its fence still holds. Per row:
 -- $4 status to move to (succeeded | queued | pending | failed), $5 the attempt's outcome,
--- $6 its error, $7 the retry delay in seconds (NULL when not retrying). Writes the attempt row
--- in the same statement. Returns the rows that took effect, with due_at for re-enqueueing.
+-- $6 its error, $7 the retry delay in seconds (NULL when not retrying), $8 its detail (what the
+-- handler returned, JSON text). Writes the attempt row in the same statement. Returns the rows
+-- that took effect, with due_at for re-enqueueing.
 WITH input AS (
-    SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::float8[])
-        AS i(id, fence, status, outcome, error, retry_delay_s)
+    SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::float8[], $7::text[])
+        AS i(id, fence, status, outcome, error, retry_delay_s, detail)
 ), finished AS (
     UPDATE executions e SET
         status = i.status,
@@ -201,8 +202,8 @@ WITH input AS (
     WHERE e.id = i.id AND e.fence = i.fence AND e.status = 'running'
     RETURNING e.id, e.fence, e.attempt, e.worker, e.started_at, e.status, e.due_at
 ), recorded AS (
-    INSERT INTO attempts (execution_id, attempt, fence, worker, started_at, finished_at, outcome, error)
-    SELECT f.id, f.attempt, f.fence, f.worker, f.started_at, clock_timestamp(), i.outcome, i.error
+    INSERT INTO attempts (execution_id, attempt, fence, worker, started_at, finished_at, outcome, error, detail)
+    SELECT f.id, f.attempt, f.fence, f.worker, f.started_at, clock_timestamp(), i.outcome, i.error, i.detail
     FROM finished f JOIN input i ON i.id = f.id AND i.fence = f.fence  -- a stale outcome of the same execution may share the batch
 )
 SELECT id, status, due_at FROM finished;

@@ -215,6 +215,7 @@ class Store:
             [str(o.outcome) for o in outcomes],
             [o.error for o in outcomes],
             [o.retry_delay_s for o in outcomes],
+            [o.detail for o in outcomes],
         )
         return [(r["id"], r["status"], r["due_at"]) for r in rows]
 

@@ -1,0 +1,167 @@
+"""The built-in `http` task: call a tenant's webhook with the execution id as Idempotency-Key and
+the fence as X-Fence-Token. Decides only retry vs. permanent; the worker records the outcome."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from schedulerd.config import HttpConfig
+from schedulerd.core.targets import refusal
+from schedulerd.registry import PermanentError, RetryAfter, TaskContext, task
+
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
+_settings = HttpConfig()
+_client: httpx.AsyncClient | None = None
+
+
+def configure(settings: HttpConfig) -> None:
+    """Called by the daemon with the [http] section (tests call it too)."""
+    global _settings
+    _settings = settings
+
+
+class TargetError(Exception):
+    """The target failed in a way worth retrying (5xx, 429, timeout, connection error)."""
+
+    def __init__(self, message: str, *, detail: Any = None) -> None:
+        super().__init__(message)
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    url: str
+    host: str
+    port: int
+    headers: dict[str, str]
+    body: bytes | None
+    json: Any
+    timeout_s: float
+
+
+def parse_params(params: dict[str, Any], settings: HttpConfig) -> Request:
+    """Validate params; a bad one is a permanent error naming the field (retrying cannot fix it)."""
+    url = params.get("url")
+    if not isinstance(url, str) or not url:
+        raise PermanentError("http: params.url is required (a string, http:// or https://)")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PermanentError(f"http: params.url must be an absolute http:// or https:// URL, got {url!r}")
+    method = str(params.get("method", "POST")).upper()
+    if method not in METHODS:
+        raise PermanentError(f"http: params.method must be one of {', '.join(METHODS)}, got {params.get('method')!r}")
+    headers = params.get("headers", {})
+    if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
+        raise PermanentError("http: params.headers must be an object of string values")
+    body, json_body = params.get("body"), params.get("json")
+    if body is not None and not isinstance(body, str):
+        raise PermanentError("http: params.body must be a string (use params.json for a JSON document)")
+    if body is not None and json_body is not None:
+        raise PermanentError("http: give params.body or params.json, not both")
+    timeout_s = params.get("timeout_s", settings.timeout_s)
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not timeout_s > 0:
+        raise PermanentError(f"http: params.timeout_s must be a number above 0, got {timeout_s!r}")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as exc:
+        raise PermanentError(f"http: params.url has a bad port: {exc}") from None
+    return Request(
+        method, url, parts.hostname.lower(), port, headers, body.encode() if body is not None else None, json_body,
+        min(float(timeout_s), settings.timeout_s),
+    )  # fmt: skip
+
+
+def breaker_key(params: dict[str, Any]) -> str:
+    """The http task's circuit breaker is per target host: one dead webhook must not park the rest."""
+    url = params.get("url")
+    host = urlsplit(url).hostname if isinstance(url, str) else None
+    return f"http:{(host or '?').lower()}"
+
+
+def parse_retry_after(value: str | None, now_s: float) -> float | None:
+    """Seconds to wait from a Retry-After header: delta-seconds or an HTTP date (RFC 9110 10.2.3).
+
+    >>> parse_retry_after("120", 0.0), parse_retry_after("soon", 0.0)
+    (120.0, None)
+    """
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None or when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - now_s)
+
+
+async def _resolve(host: str, port: int) -> list[str]:
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise TargetError(f"http: cannot resolve {host!r}: {exc}") from None
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+def _client_for_process() -> httpx.AsyncClient:
+    global _client
+    if _client is None or _client.is_closed:
+        # No redirects: a redirect could lead past the target check. No proxies from the environment.
+        _client = httpx.AsyncClient(follow_redirects=False, trust_env=False)
+    return _client
+
+
+@task("http")
+async def http(ctx: TaskContext, params: dict[str, Any]) -> dict[str, Any]:
+    """Call params.url (method, headers, body or json, timeout_s). 2xx succeeds; 429, 5xx, timeouts
+    and connection errors retry (honouring Retry-After); other statuses fail without retries."""
+    settings = _settings
+    request = parse_params(params, settings)
+    addresses = await _resolve(request.host, request.port)
+    reason = refusal(request.host, addresses, settings.allow_hosts, settings.allow_private)
+    if reason is not None:
+        raise PermanentError(f"http: params.url refused: {reason}")
+    # Connect to the address just checked, not a second lookup's answer (DNS rebinding); the Host
+    # header and TLS server name stay the URL's.
+    url = httpx.URL(request.url).copy_with(host=addresses[0])
+    headers = {**request.headers, "Host": httpx.URL(request.url).netloc.decode(),
+               "Idempotency-Key": str(ctx.execution_id), "X-Fence-Token": str(ctx.fence)}  # fmt: skip
+    extensions = {"sni_hostname": request.host} if url.scheme == "https" else {}
+    where = f"{request.method} {request.url}"
+    try:
+        async with _client_for_process().stream(
+            request.method, url, headers=headers, content=request.body, json=request.json,
+            timeout=request.timeout_s, extensions=extensions,
+        ) as response:  # fmt: skip
+            excerpt = b""
+            async for chunk in response.aiter_bytes():
+                excerpt += chunk
+                if len(excerpt) >= settings.excerpt_bytes:
+                    break  # a bounded excerpt: never read a huge body into memory
+    except httpx.TimeoutException:
+        raise TargetError(f"http: {where} timed out after {request.timeout_s:g} s") from None
+    except httpx.TransportError as exc:
+        raise TargetError(f"http: {where} failed to connect: {type(exc).__name__}: {exc}") from None
+    status = response.status_code
+    detail = {"status": status, "body": excerpt[: settings.excerpt_bytes].decode("utf-8", "replace")}
+    if 200 <= status < 300:
+        return detail
+    summary = f"http: {where} answered {status}"
+    if status == 429 or status >= 500:
+        delay_s = parse_retry_after(response.headers.get("retry-after"), time.time())
+        if delay_s is not None:
+            raise RetryAfter(f"{summary} (Retry-After {delay_s:g} s)", delay_s, detail=detail)
+        raise TargetError(summary, detail=detail)
+    raise PermanentError(f"{summary}; a {status} is not retried", detail=detail)

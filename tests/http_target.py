@@ -1,0 +1,84 @@
+"""A local HTTP server for the http task's tests: answers from a script the test sets, records
+every request it receives. Runs in a thread so handlers on the test's event loop can call it."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: bytes = b"ok"
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+
+
+@dataclass
+class Received:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+class Target:
+    """`failing` on: every request gets `failure`; off: `success`. `script` replies are used first."""
+
+    def __init__(self) -> None:
+        self.requests: list[Received] = []
+        self.script: list[Reply] = []
+        self.success = Reply()
+        self.failure = Reply(503, b"down for the test")
+        self.failing = False
+        self._lock = threading.Lock()
+        target = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                with target._lock:
+                    target.requests.append(Received(self.command, self.path, dict(self.headers), body))
+                    reply = target.script.pop(0) if target.script else (target.failure if target.failing else target.success)
+                if reply.delay_s:
+                    threading.Event().wait(reply.delay_s)
+                self.send_response(reply.status)
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(reply.body)))
+                self.end_headers()
+                try:
+                    self.wfile.write(reply.body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up first (a timeout test): expected
+
+            do_GET = do_POST = do_PUT = do_DELETE = _answer
+
+            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - keep test output quiet
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def count(self, path: str | None = None) -> int:
+        with self._lock:
+            return sum(1 for r in self.requests if path is None or r.path == path)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def serve() -> Iterator[Target]:
+    target = Target()
+    try:
+        yield target
+    finally:
+        target.close()
