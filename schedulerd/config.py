@@ -60,6 +60,10 @@ class WorkerConfig:
     threads: int = 16  # thread pool for synchronous handlers
     shutdown_grace_s: float = 10.0  # on stop, how long in-flight handlers may run on
     redis_probe_s: float = 2.0  # while Redis is unreachable, how often to try it again
+    task_concurrency: dict[str, int] = field(default_factory=dict)  # most executions of a task type run at once per process; {} = no limits
+    slow_tasks: tuple[str, ...] = ()  # task types run in the slow pool, never in the main pool's slots
+    slow_concurrency: int = 16  # executions of slow tasks run at once per process
+    defer_s: float = 1.0  # an execution over its task's limit is handed back for about this long (jittered 50-100 %)
 
 
 @dataclass(frozen=True)
@@ -149,6 +153,12 @@ class Config:
             )
         if self.worker.concurrency < 1 or self.worker.batch_size < 1:
             raise ConfigError("worker.concurrency and worker.batch_size must be at least 1")
+        for task, limit in self.worker.task_concurrency.items():
+            if limit < 1:
+                raise ConfigError(f"worker.task_concurrency[{task!r}] must be at least 1, got {limit}")
+        if self.worker.slow_concurrency < 1 or not self.worker.defer_s > 0:
+            raise ConfigError(f"worker.slow_concurrency must be at least 1 and worker.defer_s above 0, got "
+                              f"{self.worker.slow_concurrency} and {self.worker.defer_s}")
         if self.jobs.max_attempts < 1:
             raise ConfigError(f"jobs.max_attempts must be at least 1, got {self.jobs.max_attempts}")
         unknown = set(self.daemon.roles) - {"materialiser", "dispatcher", "worker", "sweeper"}
@@ -192,9 +202,18 @@ def _coerce(section: str, key: str, raw: Any, kind: Any, from_env: bool) -> Any:
             if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
                 raise ValueError
             return tuple(v.strip() for v in raw)
+        if kind == dict[str, int]:
+            if from_env:  # a JSON object: SCHEDULERD_WORKER_TASK_CONCURRENCY='{"sleep": 4}'
+                raw = json.loads(raw)
+            if not isinstance(raw, dict) or not all(
+                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in raw.items()
+            ):
+                raise ValueError
+            return dict(raw)
     except (ValueError, TypeError, json.JSONDecodeError):
         pass
-    raise ConfigError(f"setting {name} = {raw!r} is not a valid {getattr(kind, '__name__', kind)}")
+    kind_name = "table of integers" if kind == dict[str, int] else getattr(kind, "__name__", kind)
+    raise ConfigError(f"setting {name} = {raw!r} is not a valid {kind_name}")
 
 
 def load(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Config:

@@ -12,6 +12,7 @@ import asyncio
 import structlog
 
 from schedulerd.config import DispatcherConfig
+from schedulerd.loops import every
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store
 
@@ -39,6 +40,4 @@ class Dispatcher:
         return total
 
     async def run(self, stop: asyncio.Event) -> None:
-        from schedulerd.daemon import every
-
         await every("dispatcher", self.config.interval_s, self.run_once, stop)

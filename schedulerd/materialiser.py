@@ -23,6 +23,7 @@ from schedulerd.config import MaterialiserConfig
 from schedulerd.core import misfire
 from schedulerd.core.materialise import ALIGN_S, plan
 from schedulerd.core.schedule import CronSchedule
+from schedulerd.loops import every
 from schedulerd.models import Enqueue, Execution, ExecutionStatus, Job
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store
@@ -145,6 +146,4 @@ class Materialiser:
         return result
 
     async def run(self, stop: asyncio.Event) -> None:
-        from schedulerd.daemon import every
-
         await every("materialiser", self.config.interval_s, self.run_once, stop)

@@ -36,3 +36,10 @@ HORIZON = Gauge("schedulerd_materialiser_horizon_seconds", "Least-advanced cron 
 ROUND_TRIP = Gauge("schedulerd_round_trip_seconds", "Last measured round trip, by server (postgres, redis)", ["server"])
 CLOCK_SKEW = Gauge("schedulerd_clock_skew_seconds", "This host's clock minus the server's, by server (postgres, redis)", ["server"])
 LOOP_LAST_TICK = Gauge("schedulerd_loop_last_tick_timestamp_seconds", "When each loop last completed a pass", ["loop"])
+
+# Protection under load (per-task limits, circuit breakers).
+PARKED = Counter(
+    "schedulerd_executions_parked_total",
+    "Claimed executions handed back unrun, attempt not used (task_limit, breaker_open), by task and reason",
+    ["task", "reason"],
+)

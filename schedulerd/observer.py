@@ -18,6 +18,7 @@ import structlog
 
 from schedulerd import metrics
 from schedulerd.config import Config
+from schedulerd.loops import every
 from schedulerd.queue import UNREACHABLE, DelayQueue
 from schedulerd.store import Store
 
@@ -67,6 +68,4 @@ class Observer:
         metrics.OLDEST_DUE_AGE.set(redis_now - earliest_due_ms / 1000 if earliest_due_ms is not None else 0)
 
     async def run(self, stop: asyncio.Event) -> None:
-        from schedulerd.daemon import every
-
         await every("observer", self.config.daemon.observe_interval_s, self.run_once, stop)

@@ -16,6 +16,7 @@ import structlog
 
 from schedulerd import metrics
 from schedulerd.config import SweeperConfig
+from schedulerd.loops import every
 from schedulerd.models import Enqueue, ExecutionStatus
 from schedulerd.queue import UNREACHABLE, DelayQueue
 from schedulerd.store import Store
@@ -111,6 +112,4 @@ class Sweeper:
             after = (page[-1].due_at, page[-1].execution_id)
 
     async def run(self, stop: asyncio.Event) -> None:
-        from schedulerd.daemon import every
-
         await every("sweeper", self.config.interval_s, self.run_once, stop, wake=self._reconcile_requested)

@@ -8,6 +8,7 @@ its lease cannot overwrite the newer attempt's outcome. Heartbeats and finishes 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import json
@@ -26,6 +27,7 @@ import structlog
 from schedulerd import faults, health, metrics, registry
 from schedulerd.config import WorkerConfig
 from schedulerd.core.backoff import after_failure
+from schedulerd.core.limits import admit
 from schedulerd.errors import ValidationError
 from schedulerd.models import AttemptOutcome, Claim, Enqueue, ExecutionStatus, Outcome
 from schedulerd.queue import UNREACHABLE, DelayQueue, Pop
@@ -65,6 +67,7 @@ class WorkerStats:
     finished: int = 0
     fenced_out: int = 0  # outcomes refused because the lease had been reclaimed
     lease_lost: int = 0
+    parked: int = 0  # claimed, then handed back unrun (task limit, open breaker)
     last_pop: Pop | None = None
     known_epoch: str | None = field(default=None)
 
@@ -96,18 +99,21 @@ class Worker:
         self.redis_down_since: float | None = None  # monotonic time Redis stopped answering, if it has
         self._next_redis_probe = 0.0
         self._slot_free = asyncio.Event()
+        self._by_task: collections.Counter[str] = collections.Counter()  # running handlers per task type
+        self._slow_running = 0  # of them, in the slow pool ([worker].slow_tasks)
         self._threads = ThreadPoolExecutor(config.threads, thread_name_prefix="schedulerd-task")
 
     # --- pop and claim -----------------------------------------------------------------------
 
     async def run_once(self) -> int:
         """Pop and claim up to the free capacity; start the handlers. Returns how many started."""
-        free = self.config.concurrency - len(self.running)
+        # Slow tasks run in a pool of their own: only the main pool's room decides how much to pop.
+        free = self.config.concurrency - self._main_running()
         if free <= 0:
             return 0
         limit = min(free, self.config.batch_size)
         if self.redis_down_since is not None and time.monotonic() < self._next_redis_probe:
-            return self._start(await self.store.execution_claim_due(limit, self.config.lease_s, self.worker_id))
+            return await self._admit(await self.store.execution_claim_due(limit, self.config.lease_s, self.worker_id))
         try:
             pop = await self.queue.pop_due(limit)
         except UNREACHABLE as exc:
@@ -118,7 +124,7 @@ class Worker:
                 log.warning("worker.redis_unreachable", error=f"{type(exc).__name__}: {exc}", fallback="postgres")
             self._next_redis_probe = time.monotonic() + self.config.redis_probe_s
             self.stats.last_pop = None
-            return self._start(await self.store.execution_claim_due(limit, self.config.lease_s, self.worker_id))
+            return await self._admit(await self.store.execution_claim_due(limit, self.config.lease_s, self.worker_id))
         if self.redis_down_since is not None:
             log.info("worker.redis_back", outage_s=round(time.monotonic() - self.redis_down_since, 3))
             self.redis_down_since = None
@@ -144,11 +150,45 @@ class Worker:
         self.stats.dropped += len(pop.execution_ids) - len(claims)
         metrics.CLAIM_CONFLICTS.inc(len(pop.execution_ids) - len(claims))
         faults.hit("after_claim")  # fault suite only: claimed rows whose handlers never start
-        return self._start(claims)
+        return await self._admit(claims)
+
+    def _main_running(self) -> int:
+        return len(self.running) - self._slow_running
+
+    async def _admit(self, claims: list[Claim]) -> int:
+        """Start the claims that fit the per-task limits and the slow pool; hand the rest back.
+
+        The claim comes before we know an execution's task (Redis holds only ids), so a task at
+        its limit is claimed and handed back: queued again after ~defer_s, attempt not used."""
+        if not claims or not (self.config.task_concurrency or self.config.slow_tasks):
+            return self._start(claims)
+        verdicts = admit(
+            [c.task for c in claims], self._by_task, self.config.task_concurrency, self.config.slow_tasks,
+            self.config.slow_concurrency - self._slow_running,
+        )  # fmt: skip
+        deferred = [c for c, ok in zip(claims, verdicts) if not ok]
+        if deferred:
+            delays = [self.config.defer_s * self.rng.uniform(0.5, 1.0) for _ in deferred]
+            await self._park(deferred, delays, "task_limit")
+        return self._start([c for c, ok in zip(claims, verdicts) if ok])
+
+    async def _park(self, claims: list[Claim], delays_s: list[float], reason: str) -> None:
+        """Give claims back without running them: queued again after their delay, attempt not
+        used up, no attempt recorded (reason says why). Lost writes fall back to the lease expiry."""
+        back = await self.store.execution_park_many([(c.id, c.fence) for c in claims], delays_s, reason)
+        for claim in claims:
+            metrics.PARKED.labels(claim.task, reason).inc()
+        self.stats.parked += len(back)
+        try:
+            await self.queue.add(back, only_new=False)
+        except UNREACHABLE:  # recorded in Postgres: the fallback claim or the sweeper brings them back
+            log.warning("worker.park_enqueue_failed", count=len(back))
 
     def _start(self, claims: list[Claim]) -> int:
         self.stats.claimed += len(claims)
         for claim in claims:
+            self._by_task[claim.task] += 1
+            self._slow_running += claim.task in self.config.slow_tasks
             metrics.ATTEMPTS.labels(claim.task).inc()
             metrics.START_LAG.labels(claim.task).observe(max(0.0, (claim.started_at - claim.due_at).total_seconds()))
             running = _Running(claim)
@@ -211,6 +251,8 @@ class Worker:
             outcome, error, detail = AttemptOutcome.FAILED, describe_error(exc), describe_detail(getattr(exc, "detail", None))
         finally:
             self.running.pop(claim.id, None)
+            self._by_task[claim.task] -= 1
+            self._slow_running -= claim.task in self.config.slow_tasks
             metrics.IN_FLIGHT.set(len(self.running))
             self._slot_free.set()
         self._record(claim, outcome, error, detail=detail, permanent=permanent, retry_after_s=retry_after_s)
@@ -310,7 +352,7 @@ class Worker:
         while not stop.is_set():
             started = await self.run_once()
             health.tick("worker")
-            full = len(self.running) >= self.config.concurrency
+            full = self._main_running() >= self.config.concurrency
             if started >= self.config.batch_size and not full:
                 continue  # a whole batch was due: more probably is
             self._slot_free.clear()

@@ -405,3 +405,15 @@ FROM (SELECT extract(epoch FROM first_started_at - scheduled_for) AS lag FROM ex
 -- name: migration_applied
 -- Migrations recorded by yoyo: /readyz compares them with the ones this code ships.
 SELECT migration_id FROM _yoyo_migration;
+
+-- name: execution_park_many
+-- Hand back claimed executions (fences in $2) without running them: a task over its concurrency
+-- limit, or an open circuit breaker. Queued again, due after their delay ($3 seconds), attempt not
+-- used up, no attempt recorded; reason $4 (task_limit | breaker_open) says why, and keeps a parked
+-- cron occurrence from being judged a misfire. A first attempt's start time is cleared: it never started.
+UPDATE executions e SET status = 'queued', attempt = e.attempt - 1, reason = $4,
+       due_at = clock_timestamp() + make_interval(secs => p.delay_s), enqueued_at = clock_timestamp(),
+       lease_until = NULL, first_started_at = CASE WHEN e.attempt = 1 THEN NULL ELSE e.first_started_at END
+FROM unnest($1::uuid[], $2::bigint[], $3::float8[]) AS p(id, fence, delay_s)
+WHERE e.id = p.id AND e.fence = p.fence AND e.status = 'running'
+RETURNING e.id, e.due_at;

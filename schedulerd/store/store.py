@@ -223,6 +223,15 @@ class Store:
         rows = await self.db.fetch(QUERIES["execution_hand_back_many"], [h[0] for h in held], [h[1] for h in held])
         return [Enqueue(r["id"], r["due_at"]) for r in rows]
 
+    async def execution_park_many(
+        self, held: Sequence[tuple[UUID, int]], delays_s: Sequence[float], reason: str
+    ) -> list[Enqueue]:
+        """Hand claimed executions back unrun (attempt not used); returns them for ZADD."""
+        rows = await self.db.fetch(
+            QUERIES["execution_park_many"], [h[0] for h in held], [h[1] for h in held], list(delays_s), reason
+        )
+        return [Enqueue(r["id"], r["due_at"]) for r in rows]
+
     async def execution_reclaim_expired(self, limit: int) -> list[dict[str, Any]]:
         """The executions handed back: id, job_id, tenant, attempt, fence, worker, status, due_at."""
         return [dict(r) for r in await self.db.fetch(QUERIES["execution_reclaim_expired"], limit)]

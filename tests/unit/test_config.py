@@ -52,3 +52,26 @@ def test_unknown_keys_are_refused(tmp_path) -> None:
     path.write_text("[worker]\nconcurency = 3\n")
     with pytest.raises(ConfigError, match=r"unknown setting\(s\) in \[worker\]: concurency"):
         config.load(path, environ={})
+
+
+def test_task_limits_from_file_and_environment(tmp_path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[worker]\ntask_concurrency = { sleep = 4, "my.report" = 1 }\nslow_tasks = ["my.report"]\n')
+    loaded = config.load(path, environ={})
+    assert loaded.worker.task_concurrency == {"sleep": 4, "my.report": 1}
+    assert loaded.worker.slow_tasks == ("my.report",)
+    from_env = config.load(path, environ={"SCHEDULERD_WORKER_TASK_CONCURRENCY": '{"http": 8}'})
+    assert from_env.worker.task_concurrency == {"http": 8}
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ('{"sleep": "four"}', r"worker.task_concurrency = \{'sleep': 'four'\} is not a valid table of integers"),
+        ("[1]", "is not a valid table of integers"),
+        ('{"sleep": 0}', r"worker.task_concurrency\['sleep'\] must be at least 1"),
+    ],
+)
+def test_bad_task_limits_name_the_setting(value, message, tmp_path) -> None:
+    with pytest.raises(ConfigError, match=message):
+        config.load(tmp_path / "absent.toml", environ={"SCHEDULERD_WORKER_TASK_CONCURRENCY": value})
