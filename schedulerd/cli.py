@@ -36,6 +36,9 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("migrate", help="apply pending database migrations")
     status = commands.add_parser("status", help="one screen for an operator: queue, horizon, recent outcomes")
     status.add_argument("--json", action="store_true")
+    breakers = commands.add_parser("breakers", help="circuit breakers that are open, half open or counting failures")
+    breakers.add_argument("--json", action="store_true")
+    breakers.add_argument("--reset", metavar="KEY", help="close this breaker by hand (e.g. http:api.example.com)")
 
     job = commands.add_parser("job", help="create and inspect jobs").add_subparsers(dest="job_command", required=True)
     create = job.add_parser("create", help="create a job: now, --at/--in a time, or on a --cron schedule")
@@ -361,6 +364,32 @@ async def _status(args: argparse.Namespace, config: Config) -> None:
             print(f"{key:26} {value if value is not None else 'unknown'}")
 
 
+async def _breakers(args: argparse.Namespace, config: Config) -> None:
+    from schedulerd.core.breaker import parse
+    from schedulerd.queue import Breakers
+
+    async with _Session(config) as jobs:
+        shared = Breakers(jobs.queue.client, config.redis.prefix)
+        if args.reset:
+            if not await shared.reset(args.reset):
+                raise NotFoundError(f"no breaker {args.reset!r} is open or counting failures")
+            print(f"breaker {args.reset} closed")
+            return
+        states = sorted((parse(k, v) for k, v in (await shared.states()).items()), key=lambda b: b.key)
+
+    def at(ms: int) -> str | None:
+        return _time(datetime.fromtimestamp(ms / 1000, UTC)) if ms else None
+
+    if args.json:
+        print(json.dumps([{"key": b.key, "task": b.labels[0], "host": b.labels[1] or None, "state": b.state,
+                           "consecutive_failures": b.failures, "opened_at": at(b.opened_ms),
+                           "next_probe_at": at(b.probe_at_ms) if b.tripped else None} for b in states]))  # fmt: skip
+        return
+    rows = [(b.key, b.state, str(b.failures), at(b.opened_ms) or "-", (at(b.probe_at_ms) if b.tripped else None) or "-")
+            for b in states]  # fmt: skip
+    print(_table(rows, ("BREAKER", "STATE", "FAILURES", "OPENED", "NEXT PROBE")) if rows else "every breaker is closed")
+
+
 async def _tenant_token(args: argparse.Namespace, config: Config) -> None:
     """`tenant create NAME` / `token create TENANT`: the token alone on the last line, shown once."""
     from schedulerd.tenants import Tenants
@@ -398,6 +427,7 @@ COMMANDS = {
     ("tenant", "create"): _tenant_token,
     ("token", "create"): _tenant_token,
     ("status", None): _status,
+    ("breakers", None): _breakers,
 }
 
 

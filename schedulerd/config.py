@@ -126,6 +126,17 @@ class HttpConfig:
 
 
 @dataclass(frozen=True)
+class BreakerConfig:
+    """Circuit breakers per task type (per target host for http), shared by replicas in Redis."""
+
+    enabled: bool = True  # park executions whose task (or http host) keeps failing
+    failures: int = 10  # consecutive failed attempts that open a breaker (permanent errors do not count)
+    open_s: float = 30.0  # an open breaker waits this long before one probe runs (seconds)
+    probe_timeout_s: float = 120.0  # a probe silent this long (its worker died) is replaced by another (seconds)
+    recheck_s: float = 1.0  # jitter added to a parked execution's wait; while a probe runs, how long the rest wait (seconds)
+
+
+@dataclass(frozen=True)
 class LogConfig:
     level: str = "info"
     format: str = "auto"  # json | console | auto
@@ -144,6 +155,7 @@ class Config:
     jobs: JobsConfig = field(default_factory=JobsConfig)
     api: ApiConfig = field(default_factory=ApiConfig)
     http: HttpConfig = field(default_factory=HttpConfig)
+    breaker: BreakerConfig = field(default_factory=BreakerConfig)
     log: LogConfig = field(default_factory=LogConfig)
 
     def validate(self) -> None:
@@ -159,6 +171,10 @@ class Config:
         if self.worker.slow_concurrency < 1 or not self.worker.defer_s > 0:
             raise ConfigError(f"worker.slow_concurrency must be at least 1 and worker.defer_s above 0, got "
                               f"{self.worker.slow_concurrency} and {self.worker.defer_s}")
+        if self.breaker.failures < 1 or not (self.breaker.open_s > 0 and self.breaker.probe_timeout_s > 0
+                                             and self.breaker.recheck_s > 0):
+            raise ConfigError("breaker.failures must be at least 1 and breaker.open_s, probe_timeout_s and "
+                              f"recheck_s above 0, got {self.breaker}")
         if self.jobs.max_attempts < 1:
             raise ConfigError(f"jobs.max_attempts must be at least 1, got {self.jobs.max_attempts}")
         unknown = set(self.daemon.roles) - {"materialiser", "dispatcher", "worker", "sweeper"}

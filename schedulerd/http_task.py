@@ -123,7 +123,7 @@ def _client_for_process() -> httpx.AsyncClient:
     return _client
 
 
-@task("http")
+@task("http", breaker_key=breaker_key)
 async def http(ctx: TaskContext, params: dict[str, Any]) -> dict[str, Any]:
     """Call params.url (method, headers, body or json, timeout_s). 2xx succeeds; 429, 5xx, timeouts
     and connection errors retry (honouring Retry-After); other statuses fail without retries."""

@@ -43,3 +43,9 @@ PARKED = Counter(
     "Claimed executions handed back unrun, attempt not used (task_limit, breaker_open), by task and reason",
     ["task", "reason"],
 )
+BREAKER_OPEN = Gauge(
+    "schedulerd_breaker_open", "1 while a circuit breaker is open or half open (as this replica last saw it)", ["task", "host"]
+)
+BREAKER_TRANSITIONS = Counter(
+    "schedulerd_breaker_transitions_total", "Circuit breaker state changes this replica caused, by new state", ["task", "host", "state"]
+)

@@ -133,6 +133,8 @@ class Outcome:
     error: str | None = None
     retry_delay_s: float | None = None
     detail: str | None = None  # e.g. the http task's response status and body excerpt (JSON)
+    params: dict[str, Any] | None = None  # the job's params (names the circuit breaker for http)
+    breaker_counts: bool = False  # counts toward its circuit breaker (permanent errors do not)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -40,6 +40,7 @@ class Pop:
     next_due_ms: int | None  # earliest score left in the queue
     now_ms: int  # the Redis server's clock at the pop
     epoch: str | None  # None: Redis lost its data (flushed or restarted empty)
+    breakers: dict[str, str] = field(default_factory=dict)  # breaker key -> state (core/breaker.parse); empty when all is well
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -54,8 +55,10 @@ def score_ms(due_at: datetime) -> int:
 class DelayQueue:
     def __init__(self, client: redis.Redis, prefix: str) -> None:
         self.client = client
+        self.prefix = prefix
         self.queue_key = f"{{{prefix}}}:queue"
         self.epoch_key = f"{{{prefix}}}:epoch"
+        self.breakers_key = f"{{{prefix}}}:breakers"
         self._pop_due = client.register_script(load_script("pop_due"))
 
     @classmethod
@@ -81,10 +84,11 @@ class DelayQueue:
             await pipe.execute()
 
     async def pop_due(self, limit: int) -> Pop:
-        ids, next_due, now_ms, epoch = await self._pop_due(
-            keys=[self.queue_key, self.epoch_key], args=[min(limit, POP_LIMIT_MAX)]
+        ids, next_due, now_ms, epoch, breakers = await self._pop_due(
+            keys=[self.queue_key, self.epoch_key, self.breakers_key], args=[min(limit, POP_LIMIT_MAX)]
         )
-        return Pop(ids, int(float(next_due)) if next_due else None, int(now_ms), epoch or None)
+        pairs = dict(zip(breakers[::2], breakers[1::2])) if breakers else {}
+        return Pop(ids, int(float(next_due)) if next_due else None, int(now_ms), epoch or None, pairs)
 
     async def missing(self, execution_ids: Sequence[str]) -> list[str]:
         """Which of these ids have no entry in the queue."""
@@ -110,7 +114,41 @@ class DelayQueue:
         return depth, int(head[0][1]) if head else None
 
     async def delete_all(self) -> None:
-        await self.client.delete(self.queue_key, self.epoch_key)
+        await self.client.delete(self.queue_key, self.epoch_key, self.breakers_key)
+
+
+class Breakers:
+    """Circuit breakers shared by every replica: one hash, {prefix}:breakers (see
+    record_outcomes-1.lua); the pop returns it with each batch, so reading it costs nothing."""
+
+    def __init__(self, client: redis.Redis, prefix: str) -> None:
+        self.client = client
+        self.key = f"{{{prefix}}}:breakers"
+        self._record_outcomes = client.register_script(load_script("record_outcomes"))
+        self._take_probe = client.register_script(load_script("take_probe"))
+
+    async def record_outcomes(
+        self, summary: dict[str, tuple[bool, int]], threshold: int, open_s: float
+    ) -> list[tuple[str, str]]:
+        """Fold (saw_success, trailing_failures) per key in; returns (key, new state) that changed."""
+        args: list[str | int] = [threshold, max(1, round(open_s * 1000))]
+        for key, (saw_success, trailing) in summary.items():
+            args += [key, int(saw_success), trailing]
+        changed = await self._record_outcomes(keys=[self.key], args=args)
+        return list(zip(changed[::2], changed[1::2]))
+
+    async def take_probe(self, key: str, probe_timeout_s: float) -> tuple[bool, int, int]:
+        """(this caller holds the probe, next probe instant ms, Redis now ms)."""
+        got, probe_at_ms, now_ms = await self._take_probe(keys=[self.key], args=[key, max(1, round(probe_timeout_s * 1000))])
+        return bool(got), int(probe_at_ms), int(now_ms)
+
+    async def states(self) -> dict[str, str]:
+        """Every breaker that is open, half open or counting failures (absent ones are closed)."""
+        return await self.client.hgetall(self.key)
+
+    async def reset(self, key: str) -> bool:
+        """Close a breaker by hand (an operator knows the target is back)."""
+        return bool(await self.client.hdel(self.key, key))
 
 
 class RequestCounter:

@@ -56,18 +56,26 @@ class Task:
     name: str
     handler: Handler
     is_async: bool
+    breaker_key: Callable[[dict[str, Any]], str] | None = None  # params -> circuit breaker key; None: the task name
+
+
+def breaker_key(task_name: str, params: dict[str, Any]) -> str:
+    """Which circuit breaker guards an execution: the task type's, unless the task splits it
+    (the http task keeps one per target host)."""
+    found = _TASKS.get(task_name)
+    return found.breaker_key(params) if found is not None and found.breaker_key is not None else task_name
 
 
 _TASKS: dict[str, Task] = {}
 
 
-def task(name: str) -> Callable[[Handler], Handler]:
-    """Register a handler under a task type name."""
+def task(name: str, *, breaker_key: Callable[[dict[str, Any]], str] | None = None) -> Callable[[Handler], Handler]:
+    """Register a handler under a task type name (breaker_key: see Task)."""
 
     def register(handler: Handler) -> Handler:
         if name in _TASKS and _TASKS[name].handler is not handler:
             raise ValueError(f"task {name!r} is already registered by {_TASKS[name].handler!r}")
-        _TASKS[name] = Task(name, handler, inspect.iscoroutinefunction(handler))
+        _TASKS[name] = Task(name, handler, inspect.iscoroutinefunction(handler), breaker_key)
         return handler
 
     return register

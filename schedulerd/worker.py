@@ -25,12 +25,13 @@ from uuid import UUID
 import structlog
 
 from schedulerd import faults, health, metrics, registry
-from schedulerd.config import WorkerConfig
+from schedulerd.config import BreakerConfig, WorkerConfig
+from schedulerd.core import breaker
 from schedulerd.core.backoff import after_failure
 from schedulerd.core.limits import admit
 from schedulerd.errors import ValidationError
 from schedulerd.models import AttemptOutcome, Claim, Enqueue, ExecutionStatus, Outcome
-from schedulerd.queue import UNREACHABLE, DelayQueue, Pop
+from schedulerd.queue import UNREACHABLE, Breakers, DelayQueue, Pop
 from schedulerd.store import Store
 
 log = structlog.get_logger("schedulerd.worker")
@@ -83,8 +84,12 @@ class Worker:
         horizon_s: float,
         on_epoch_lost: Callable[[], None] = lambda: None,
         rng: random.Random | None = None,
+        breaker_config: BreakerConfig | None = None,
     ) -> None:
         self.store = store
+        self.breaker_config = breaker_config or BreakerConfig()
+        self.breakers = Breakers(queue.client, queue.prefix)
+        self._breaker_states: dict[str, breaker.BreakerState] = {}  # tripped or failing, as of the last pop
         self.queue = queue
         self.config = config
         self.worker_id = worker_id
@@ -132,6 +137,8 @@ class Worker:
             self.on_epoch_lost()  # entries may be missing (restart, or ZADDs that failed meanwhile)
         faults.hit("after_pop")  # fault suite only: popped ids that nobody has claimed
         self.stats.last_pop = pop
+        if pop.breakers or self._breaker_states:
+            self._see_breakers(pop.breakers)
         if pop.epoch != self.stats.known_epoch:
             if pop.epoch is None or self.stats.known_epoch is not None:
                 log.warning("worker.epoch_lost", epoch=pop.epoch)
@@ -160,6 +167,8 @@ class Worker:
 
         The claim comes before we know an execution's task (Redis holds only ids), so a task at
         its limit is claimed and handed back: queued again after ~defer_s, attempt not used."""
+        if claims and self._breaker_states and self.breaker_config.enabled:
+            claims = await self._through_breakers(claims)
         if not claims or not (self.config.task_concurrency or self.config.slow_tasks):
             return self._start(claims)
         verdicts = admit(
@@ -171,6 +180,67 @@ class Worker:
             delays = [self.config.defer_s * self.rng.uniform(0.5, 1.0) for _ in deferred]
             await self._park(deferred, delays, "task_limit")
         return self._start([c for c, ok in zip(claims, verdicts) if ok])
+
+    def _see_breakers(self, states: dict[str, str]) -> None:
+        """Keep the breakers the pop returned; the gauge follows them."""
+        seen = {key: breaker.parse(key, value) for key, value in states.items()}
+        for key, state in seen.items():
+            metrics.BREAKER_OPEN.labels(*state.labels).set(1 if state.tripped else 0)
+        for key in self._breaker_states.keys() - seen.keys():
+            metrics.BREAKER_OPEN.labels(*self._breaker_states[key].labels).set(0)
+        self._breaker_states = seen
+
+    async def _through_breakers(self, claims: list[Claim]) -> list[Claim]:
+        """Claims whose breaker is closed run; behind an open one they are parked (attempt not used)
+        until its probe instant; one claim per breaker whose wait is over becomes the probe."""
+        pop = self.stats.last_pop
+        now_ms = pop.now_ms if pop is not None else int(time.time() * 1000)
+        run: list[Claim] = []
+        parked: list[tuple[Claim, float]] = []
+        for claim in claims:
+            state = self._breaker_states.get(registry.breaker_key(claim.task, claim.params))
+            decision = breaker.decide(state, now_ms)
+            if decision == "probe" and state is not None:
+                got, probe_at_ms, now_ms = await self.breakers.take_probe(state.key, self.breaker_config.probe_timeout_s)
+                # Whoever got it or not, the breaker is half open now: the rest wait for the probe.
+                self._breaker_states[state.key] = state = breaker.BreakerState(
+                    state.key, "half_open", state.failures, state.opened_ms, probe_at_ms
+                )  # fmt: skip
+                if got:
+                    log.info("breaker.probe", breaker=state.key, execution_id=str(claim.id))
+                    run.append(claim)
+                    continue
+                decision = "park"
+            if decision == "park" and state is not None:
+                parked.append((claim, breaker.park_delay_s(state, now_ms, self.breaker_config.recheck_s, self.rng)))
+            else:
+                run.append(claim)
+        if parked:
+            await self._park([c for c, _ in parked], [d for _, d in parked], "breaker_open")
+        return run
+
+    async def _tell_breakers(self, outcomes: list[Outcome]) -> None:
+        """Fold this batch's outcomes into the shared breakers: one script call, and only when a
+        failure happened or a breaker we know of is counting (a healthy fleet sends nothing)."""
+        counted = [
+            (registry.breaker_key(o.task, o.params or {}), o.outcome is AttemptOutcome.SUCCEEDED)
+            for o in outcomes if o.breaker_counts
+        ]  # fmt: skip
+        if not counted or (all(ok for _, ok in counted) and not self._breaker_states):
+            return
+        summary = {k: v for k, v in breaker.summarise(counted).items() if v[1] > 0 or k in self._breaker_states}
+        if not summary:
+            return
+        try:
+            changed = await self.breakers.record_outcomes(summary, self.breaker_config.failures, self.breaker_config.open_s)
+        except UNREACHABLE as exc:  # best effort: without Redis nothing is popped anyway
+            log.warning("breaker.record_failed", error=f"{type(exc).__name__}: {exc}")
+            return
+        for key, state in changed:
+            labels = breaker.BreakerState(key, state, 0, 0, 0).labels
+            metrics.BREAKER_TRANSITIONS.labels(*labels, state).inc()
+            metrics.BREAKER_OPEN.labels(*labels).set(1 if state != "closed" else 0)
+            log.warning(f"breaker.{state}", breaker=key)
 
     async def _park(self, claims: list[Claim], delays_s: list[float], reason: str) -> None:
         """Give claims back without running them: queued again after their delay, attempt not
@@ -278,7 +348,10 @@ class Worker:
                 status = ExecutionStatus.FAILED
             else:
                 status = ExecutionStatus.QUEUED if delay_s <= self.horizon_s else ExecutionStatus.PENDING
-        self._outcomes.append(Outcome(claim.id, claim.fence, claim.task, status, outcome, error, delay_s, detail))
+        self._outcomes.append(Outcome(
+            claim.id, claim.fence, claim.task, status, outcome, error, delay_s, detail,
+            params=claim.params, breaker_counts=self.breaker_config.enabled and not permanent,
+        ))  # fmt: skip
         self._outcome_ready.set()
 
     # --- batched writers ---------------------------------------------------------------------
@@ -305,6 +378,9 @@ class Worker:
             metrics.FENCED_OUT.inc(len(outcomes) - len(applied))
             refused = {o.execution_id for o in outcomes} - {a[0] for a in applied}
             log.warning("worker.outcome_fenced_out", execution_ids=sorted(map(str, refused)))
+        if self.breaker_config.enabled:
+            applied_ids = {a[0] for a in applied}
+            await self._tell_breakers([o for o in outcomes if o.execution_id in applied_ids])
         retries = [Enqueue(i, due_at) for i, status, due_at in applied if status == ExecutionStatus.QUEUED]
         if retries:
             try:

@@ -6,12 +6,15 @@
 
   KEYS[1]  delay queue: sorted set, member = execution id, score = due time (ms since Unix epoch)
   KEYS[2]  epoch marker: string set by the daemon; missing means Redis lost its data
+  KEYS[3]  circuit breakers: hash, field = breaker key, value = "state|failures|opened_ms|probe_at_ms";
+           holds only breakers that are open, half open or counting failures (empty when all is well)
   ARGV[1]  most members to pop (integer, 1..5000)
 
   Returns: { popped ids (array, earliest first),
              score of the earliest member left (ms) or false when the queue is empty,
              the Redis server's now (ms),
-             the epoch marker's value or false when it is missing }
+             the epoch marker's value or false when it is missing,
+             the breakers hash flattened (field, value, ...): the worker parks what they guard }
   Errors:  "ERR pop_due: limit" when ARGV[1] is not an integer in 1..5000
 ]]
 local limit = tonumber(ARGV[1])
@@ -33,4 +36,4 @@ local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 if #head > 0 then next_due = head[2] end
 
 local epoch = redis.call('GET', KEYS[2])
-return { ids, next_due, now_ms, epoch }
+return { ids, next_due, now_ms, epoch, redis.call('HGETALL', KEYS[3]) }
