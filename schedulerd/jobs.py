@@ -174,7 +174,7 @@ AlsoInTransaction = Callable[[Store, Job, list[Execution]], Awaitable[None]]
 
 
 def queued(executions: list[Execution]) -> list[Enqueue]:
-    return [Enqueue(e.id, e.due_at) for e in executions if e.status == ExecutionStatus.QUEUED]
+    return [Enqueue(e.id, e.due_at, e.tenant) for e in executions if e.status == ExecutionStatus.QUEUED]
 
 
 class Jobs:

@@ -99,7 +99,7 @@ async def materialise_jobs(
         cursors.append((job.id, step.cursor))
     executions = await tx.execution_insert_many(rows, dispatch_horizon_s) if rows else []
     await tx.job_advance_cursor_many(cursors)
-    enqueue = {e.id: Enqueue(e.id, e.due_at) for e in executions if e.status == ExecutionStatus.QUEUED}
+    enqueue = {e.id: Enqueue(e.id, e.due_at, e.tenant) for e in executions if e.status == ExecutionStatus.QUEUED}
     missed_by = now - timedelta(seconds=config.misfire_grace_s)
     missed_jobs = list({e.job_id for e in executions if e.due_at < missed_by})
     if not missed_jobs:

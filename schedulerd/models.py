@@ -143,6 +143,7 @@ class Enqueue:
 
     execution_id: UUID
     due_at: datetime
+    tenant: str = "default"  # whose queue it goes in (the pop serves tenants round robin)
 
 
 @dataclass(frozen=True)

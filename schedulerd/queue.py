@@ -1,7 +1,8 @@
 """The Redis delay queue: the only module that imports redis. Redis is an index, never the record.
 
-Member = execution id, score = due time in ms since the Unix epoch. Keys carry a hash tag
-({prefix}) so one deployment's keys live in one Redis Cluster slot.
+One sorted set per tenant ({prefix}:queue:<tenant>; member = execution id, score = due time in ms
+since the Unix epoch) plus a set of tenants, so the pop can serve tenants round robin. Keys carry
+a hash tag ({prefix}) so one deployment's keys live in one Redis Cluster slot.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class Pop:
     now_ms: int  # the Redis server's clock at the pop
     epoch: str | None  # None: Redis lost its data (flushed or restarted empty)
     breakers: dict[str, str] = field(default_factory=dict)  # breaker key -> state (core/breaker.parse); empty when all is well
+    tenants: list[str] = field(default_factory=list)  # the tenant of each popped id
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -56,8 +58,11 @@ class DelayQueue:
     def __init__(self, client: redis.Redis, prefix: str) -> None:
         self.client = client
         self.prefix = prefix
-        self.queue_key = f"{{{prefix}}}:queue"
-        self.epoch_key = f"{{{prefix}}}:epoch"
+        self.queue_key_prefix = f"{{{prefix}}}:queue:"  # + tenant
+        self.tenants_key = f"{{{prefix}}}:tenants"
+        # Renamed when the queue layout changed (one queue -> one per tenant): a replica of the
+        # new version finds no marker, so the sweeper reconciles every queued execution into it.
+        self.epoch_key = f"{{{prefix}}}:epoch:2"
         self.breakers_key = f"{{{prefix}}}:breakers"
         self._pop_due = client.register_script(load_script("pop_due"))
 
@@ -69,33 +74,59 @@ class DelayQueue:
     async def close(self) -> None:
         await self.client.aclose()
 
+    def queue_key(self, tenant: str) -> str:
+        return self.queue_key_prefix + tenant
+
     async def add(self, entries: Iterable[Enqueue], *, only_new: bool) -> None:
-        """ZADD in chunks. only_new (NX) keeps an existing score; otherwise the score is replaced
-        (a retry moves its execution to the new due time)."""
-        batch: dict[str, int] = {}
+        """ZADD into each tenant's queue in chunks. only_new (NX) keeps an existing score; otherwise
+        the score is replaced (a retry moves its execution to the new due time). The tenant's score
+        in the tenants set only moves earlier (LT): it may be early, never late, and the pop fixes it.
+        The queue is written before the tenants set, so a pop in between finds the entry anyway."""
+        by_tenant: dict[str, dict[str, int]] = {}
+        for entry in entries:
+            by_tenant.setdefault(entry.tenant, {})[str(entry.execution_id)] = score_ms(entry.due_at)
+        if not by_tenant:
+            return
         async with self.client.pipeline(transaction=False) as pipe:
-            for entry in entries:
-                batch[str(entry.execution_id)] = score_ms(entry.due_at)
-                if len(batch) >= 5000:
-                    pipe.zadd(self.queue_key, batch, nx=only_new)
-                    batch = {}
-            if batch:
-                pipe.zadd(self.queue_key, batch, nx=only_new)
+            for tenant, scores in by_tenant.items():
+                items = list(scores.items())
+                for i in range(0, len(items), 5000):
+                    pipe.zadd(self.queue_key(tenant), dict(items[i : i + 5000]), nx=only_new)
+                pipe.zadd(self.tenants_key, {tenant: min(scores.values())}, lt=True)
             await pipe.execute()
 
     async def pop_due(self, limit: int) -> Pop:
-        ids, next_due, now_ms, epoch, breakers = await self._pop_due(
-            keys=[self.queue_key, self.epoch_key, self.breakers_key], args=[min(limit, POP_LIMIT_MAX)]
+        ids, next_due, now_ms, epoch, breakers, tenants = await self._pop_due(
+            keys=[self.tenants_key, self.epoch_key, self.breakers_key], args=[min(limit, POP_LIMIT_MAX), self.queue_key_prefix]
         )
         pairs = dict(zip(breakers[::2], breakers[1::2])) if breakers else {}
-        return Pop(ids, int(float(next_due)) if next_due else None, int(now_ms), epoch or None, pairs)
+        return Pop(ids, int(float(next_due)) if next_due else None, int(now_ms), epoch or None, pairs, tenants)
 
-    async def missing(self, execution_ids: Sequence[str]) -> list[str]:
-        """Which of these ids have no entry in the queue."""
+    async def tenants(self) -> list[str]:
+        """Tenants with a non-empty queue (and perhaps a few just emptied)."""
+        return await self.client.zrange(self.tenants_key, 0, -1)
+
+    async def missing(self, execution_ids: Sequence[str], tenants: Sequence[str] | None = None) -> list[str]:
+        """Which of these ids have no entry in their tenant's queue (`tenants`: one per id). Without
+        tenants every tenant's queue is looked in (for tests and tools; the sweeper names them)."""
         if not execution_ids:
             return []
-        scores = await self.client.zmscore(self.queue_key, list(execution_ids))
-        return [i for i, score in zip(execution_ids, scores) if score is None]
+        ids = list(execution_ids)
+        async with self.client.pipeline(transaction=False) as pipe:
+            if tenants is not None:
+                by_tenant: dict[str, list[str]] = {}
+                for execution_id, tenant in zip(ids, tenants, strict=True):
+                    by_tenant.setdefault(tenant, []).append(execution_id)
+                for tenant, members in by_tenant.items():
+                    pipe.zmscore(self.queue_key(tenant), members)
+                found = {m for members, scores in zip(by_tenant.values(), await pipe.execute())
+                         for m, score in zip(members, scores) if score is not None}  # fmt: skip
+            else:
+                known = await self.tenants()
+                for tenant in known:
+                    pipe.zmscore(self.queue_key(tenant), ids)
+                found = {m for scores in await pipe.execute() for m, score in zip(ids, scores) if score is not None}
+        return [i for i in ids if i not in found]
 
     async def ensure_epoch(self) -> str:
         """Set the epoch marker if missing; returns its value. A changed value means Redis lost data."""
@@ -103,18 +134,29 @@ class DelayQueue:
         return await self.client.get(self.epoch_key) or ""
 
     async def depth(self) -> int:
-        return await self.client.zcard(self.queue_key)
+        return (await self.depth_and_earliest())[0]
 
     async def depth_and_earliest(self) -> tuple[int, int | None]:
-        """Members in the queue, and the earliest due time (ms) among them."""
+        """Members in every tenant's queue, and the earliest due time (ms) among them. One
+        pipeline of two commands per tenant with queued work (the observer calls it every few s)."""
+        tenants = await self.tenants()
+        if not tenants:
+            return 0, None
         async with self.client.pipeline(transaction=False) as pipe:
-            pipe.zcard(self.queue_key)
-            pipe.zrange(self.queue_key, 0, 0, withscores=True)
-            depth, head = await pipe.execute()
-        return depth, int(head[0][1]) if head else None
+            for tenant in tenants:
+                pipe.zcard(self.queue_key(tenant))
+                pipe.zrange(self.queue_key(tenant), 0, 0, withscores=True)
+            answers = await pipe.execute()
+        heads = [int(head[0][1]) for head in answers[1::2] if head]
+        return sum(answers[0::2]), min(heads) if heads else None
 
     async def delete_all(self) -> None:
-        await self.client.delete(self.queue_key, self.epoch_key, self.breakers_key)
+        keys = [self.queue_key(t) for t in await self.tenants()]
+        async for key in self.client.scan_iter(match=self.queue_key_prefix + "*", count=1000):
+            keys.append(key)
+        # {prefix}:queue and {prefix}:epoch: the single queue and marker of before the per-tenant layout.
+        legacy = [f"{{{self.prefix}}}:queue", f"{{{self.prefix}}}:epoch"]
+        await self.client.delete(*keys, *legacy, self.tenants_key, self.epoch_key, self.breakers_key)
 
 
 class Breakers:

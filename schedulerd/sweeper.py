@@ -62,7 +62,7 @@ class Sweeper:
                     now=row["status"],
                 )  # fmt: skip
                 if row["status"] == ExecutionStatus.QUEUED:
-                    requeue.append(Enqueue(row["id"], row["due_at"]))
+                    requeue.append(Enqueue(row["id"], row["due_at"], row["tenant"]))
                 else:
                     failed += 1
             if len(handed_back) < self.config.batch_size:
@@ -95,7 +95,7 @@ class Sweeper:
             self._epoch = epoch
         overdue = await self.store.execution_queued_overdue(self.config.grace_s, self.config.batch_size)
         by_id = {str(e.execution_id): e for e in overdue}
-        missing = await self.queue.missing(list(by_id))
+        missing = await self.queue.missing(list(by_id), [e.tenant for e in by_id.values()])
         if missing:
             await self.queue.add([by_id[i] for i in missing], only_new=True)
         return reconciled, len(missing)

@@ -152,7 +152,9 @@ class Worker:
             # The ids left Redis but nobody owns them: put them back rather than wait for the sweeper.
             now = datetime.fromtimestamp(pop.now_ms / 1000, UTC)
             with contextlib.suppress(Exception):
-                await self.queue.add([Enqueue(UUID(i), now) for i in pop.execution_ids], only_new=True)
+                await self.queue.add(
+                    [Enqueue(UUID(i), now, t) for i, t in zip(pop.execution_ids, pop.tenants)], only_new=True
+                )
             raise
         self.stats.dropped += len(pop.execution_ids) - len(claims)
         metrics.CLAIM_CONFLICTS.inc(len(pop.execution_ids) - len(claims))
@@ -368,7 +370,7 @@ class Worker:
             raise
         self.stats.finished += len(applied)
         by_id = {o.execution_id: o for o in outcomes}
-        for execution_id, _, _ in applied:
+        for execution_id, _, _, _ in applied:
             outcome = by_id[execution_id]
             metrics.FINISHED.labels(outcome.task, str(outcome.outcome)).inc()
             if outcome.retry_delay_s is not None:
@@ -381,7 +383,7 @@ class Worker:
         if self.breaker_config.enabled:
             applied_ids = {a[0] for a in applied}
             await self._tell_breakers([o for o in outcomes if o.execution_id in applied_ids])
-        retries = [Enqueue(i, due_at) for i, status, due_at in applied if status == ExecutionStatus.QUEUED]
+        retries = [Enqueue(i, due_at, t) for i, status, due_at, t in applied if status == ExecutionStatus.QUEUED]
         if retries:
             try:
                 await self.queue.add(retries, only_new=False)

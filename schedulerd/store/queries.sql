@@ -116,7 +116,7 @@ UPDATE executions e SET status = 'queued', reason = 'late_replay', enqueued_at =
        due_at = clock_timestamp() + make_interval(secs => r.delay_s)
 FROM unnest($1::uuid[], $2::float8[]) AS r(id, delay_s)
 WHERE e.id = r.id AND e.status IN ('pending', 'queued') AND e.attempt = 0
-RETURNING e.id, e.due_at;
+RETURNING e.id, e.due_at, e.tenant;
 
 -- name: execution_get
 -- One execution by id.
@@ -143,7 +143,7 @@ FROM (SELECT id FROM executions
       WHERE status = 'pending' AND due_at <= clock_timestamp() + make_interval(secs => $1)
       ORDER BY due_at LIMIT $2 FOR UPDATE SKIP LOCKED) d
 WHERE e.id = d.id AND e.status = 'pending'
-RETURNING e.id, e.due_at;
+RETURNING e.id, e.due_at, e.tenant;
 
 -- name: execution_claim_many
 -- Claim a batch of popped ids: only a pending/queued row whose due time has come becomes
@@ -200,13 +200,13 @@ WITH input AS (
         last_error = coalesce(i.error, e.last_error)
     FROM input i
     WHERE e.id = i.id AND e.fence = i.fence AND e.status = 'running'
-    RETURNING e.id, e.fence, e.attempt, e.worker, e.started_at, e.status, e.due_at
+    RETURNING e.id, e.fence, e.attempt, e.worker, e.started_at, e.status, e.due_at, e.tenant
 ), recorded AS (
     INSERT INTO attempts (execution_id, attempt, fence, worker, started_at, finished_at, outcome, error, detail)
     SELECT f.id, f.attempt, f.fence, f.worker, f.started_at, clock_timestamp(), i.outcome, i.error, i.detail
     FROM finished f JOIN input i ON i.id = f.id AND i.fence = f.fence  -- a stale outcome of the same execution may share the batch
 )
-SELECT id, status, due_at FROM finished;
+SELECT id, status, due_at, tenant FROM finished;
 
 -- name: execution_hand_back_many
 -- A worker shutting down gives back executions it holds (fences in $2) that did not finish in
@@ -217,14 +217,14 @@ WITH back AS (
            enqueued_at = clock_timestamp(), lease_until = NULL
     FROM unnest($1::uuid[], $2::bigint[]) AS h(id, fence)
     WHERE e.id = h.id AND e.fence = h.fence AND e.status = 'running'
-    RETURNING e.id, e.attempt + 1 AS attempt, e.fence, e.worker, e.started_at, e.due_at
+    RETURNING e.id, e.attempt + 1 AS attempt, e.fence, e.worker, e.started_at, e.due_at, e.tenant
 ), recorded AS (
     INSERT INTO attempts (execution_id, attempt, fence, worker, started_at, finished_at, outcome, error)
     SELECT id, attempt, fence, worker, started_at, clock_timestamp(), 'handed_back',
            'worker ' || coalesce(worker, '?') || ' shut down; handed back without using up an attempt'
     FROM back
 )
-SELECT id, due_at FROM back;
+SELECT id, due_at, tenant FROM back;
 
 -- name: execution_reclaim_expired
 -- Hand back executions whose lease expired (their worker died or froze): queued again after the
@@ -260,14 +260,14 @@ SELECT id, job_id, tenant, attempt, fence, worker, status, due_at FROM reclaimed
 -- name: execution_queued_overdue
 -- Queued executions overdue by more than $1 seconds, oldest first: candidates for a lost
 -- Redis entry (the sweeper checks which are missing from the delay queue).
-SELECT id, due_at FROM executions
+SELECT id, due_at, tenant FROM executions
 WHERE status = 'queued' AND due_at < clock_timestamp() - make_interval(secs => $1)
 ORDER BY due_at LIMIT $2;
 
 -- name: execution_queued_page
 -- All queued executions in (due_at, id) order after the given key: a full reconcile after
 -- Redis lost its data pages through them.
-SELECT id, due_at FROM executions
+SELECT id, due_at, tenant FROM executions
 WHERE status = 'queued' AND (due_at, id) > ($1, $2)
 ORDER BY due_at, id LIMIT $3;
 
@@ -416,4 +416,4 @@ UPDATE executions e SET status = 'queued', attempt = e.attempt - 1, reason = $4,
        lease_until = NULL, first_started_at = CASE WHEN e.attempt = 1 THEN NULL ELSE e.first_started_at END
 FROM unnest($1::uuid[], $2::bigint[], $3::float8[]) AS p(id, fence, delay_s)
 WHERE e.id = p.id AND e.fence = p.fence AND e.status = 'running'
-RETURNING e.id, e.due_at;
+RETURNING e.id, e.due_at, e.tenant;

@@ -165,7 +165,7 @@ class Store:
 
     async def execution_replay_many(self, replays: Sequence[tuple[UUID, float]]) -> list[Enqueue]:
         rows = await self.db.fetch(QUERIES["execution_replay_many"], [r[0] for r in replays], [r[1] for r in replays])
-        return [Enqueue(r["id"], r["due_at"]) for r in rows]
+        return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows]
 
     # --- executions: reads ------------------------------------------------------------------
     async def execution_get(self, execution_id: UUID) -> Execution | None:
@@ -186,7 +186,7 @@ class Store:
 
     async def execution_dispatch_due(self, horizon_s: float, limit: int) -> list[Enqueue]:
         rows = await self.db.fetch(QUERIES["execution_dispatch_due"], horizon_s, limit)
-        return [Enqueue(r["id"], r["due_at"]) for r in rows]
+        return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows]
 
     async def execution_claim_many(self, execution_ids: Sequence[str], lease_s: float, worker: str) -> list[Claim]:
         rows = await self.db.fetch(QUERIES["execution_claim_many"], execution_ids, lease_s, worker)
@@ -205,8 +205,8 @@ class Store:
         )
         return {r["id"] for r in rows}
 
-    async def execution_finish_many(self, outcomes: Sequence[Outcome]) -> list[tuple[UUID, str, datetime]]:
-        """Record outcomes guarded by fence; returns (id, new status, due_at) of those that took effect."""
+    async def execution_finish_many(self, outcomes: Sequence[Outcome]) -> list[tuple[UUID, str, datetime, str]]:
+        """Record outcomes guarded by fence; returns (id, new status, due_at, tenant) of those that took effect."""
         rows = await self.db.fetch(
             QUERIES["execution_finish_many"],
             [o.execution_id for o in outcomes],
@@ -217,11 +217,11 @@ class Store:
             [o.retry_delay_s for o in outcomes],
             [o.detail for o in outcomes],
         )
-        return [(r["id"], r["status"], r["due_at"]) for r in rows]
+        return [(r["id"], r["status"], r["due_at"], r["tenant"]) for r in rows]
 
     async def execution_hand_back_many(self, held: Sequence[tuple[UUID, int]]) -> list[Enqueue]:
         rows = await self.db.fetch(QUERIES["execution_hand_back_many"], [h[0] for h in held], [h[1] for h in held])
-        return [Enqueue(r["id"], r["due_at"]) for r in rows]
+        return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows]
 
     async def execution_park_many(
         self, held: Sequence[tuple[UUID, int]], delays_s: Sequence[float], reason: str
@@ -230,7 +230,7 @@ class Store:
         rows = await self.db.fetch(
             QUERIES["execution_park_many"], [h[0] for h in held], [h[1] for h in held], list(delays_s), reason
         )
-        return [Enqueue(r["id"], r["due_at"]) for r in rows]
+        return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows]
 
     async def execution_reclaim_expired(self, limit: int) -> list[dict[str, Any]]:
         """The executions handed back: id, job_id, tenant, attempt, fence, worker, status, due_at."""
@@ -238,11 +238,11 @@ class Store:
 
     async def execution_queued_overdue(self, grace_s: float, limit: int) -> list[Enqueue]:
         rows = await self.db.fetch(QUERIES["execution_queued_overdue"], grace_s, limit)
-        return [Enqueue(r["id"], r["due_at"]) for r in rows]
+        return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows]
 
     async def execution_queued_page(self, after: tuple[datetime, UUID], limit: int) -> list[Enqueue]:
         rows = await self.db.fetch(QUERIES["execution_queued_page"], after[0], after[1], limit)
-        return [Enqueue(r["id"], r["due_at"]) for r in rows]
+        return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows]
 
     async def execution_overview(self) -> dict[str, Any]:
         return dict(await self.db.fetchrow(QUERIES["execution_overview"]))

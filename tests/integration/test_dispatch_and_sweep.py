@@ -16,7 +16,7 @@ from tests.integration.conftest import run_until_idle
 async def test_write_path_enqueues_a_job_due_inside_the_horizon(make_job, queue) -> None:
     _, execution = await make_job(run_at=datetime.now(UTC) + timedelta(seconds=30))
     assert execution.status == ExecutionStatus.QUEUED and execution.enqueued_at is not None
-    score = await queue.client.zscore(queue.queue_key, str(execution.id))
+    score = await queue.client.zscore(queue.queue_key("default"), str(execution.id))
     assert score == score_ms(execution.due_at) >= execution.due_at.timestamp() * 1000
 
 
@@ -52,7 +52,7 @@ async def test_job_is_accepted_when_redis_is_down_and_the_sweeper_enqueues_it(
 async def test_sweeper_re_enqueues_overdue_executions_missing_from_redis(make_job, store, queue, sweeper, config) -> None:
     await sweeper.run_once()  # settle the epoch so the next sweep is an ordinary one
     _, execution = await make_job(run_at=datetime.now(UTC) - timedelta(seconds=config.sweeper.grace_s + 1))
-    await queue.client.zrem(queue.queue_key, str(execution.id))  # the entry got lost
+    await queue.client.zrem(queue.queue_key("default"), str(execution.id))  # the entry got lost
 
     result = await sweeper.run_once()
 

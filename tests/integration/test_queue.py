@@ -1,4 +1,4 @@
-"""pop_due-2.lua on a real Redis (never fakeredis: Lua versions differ)."""
+"""pop_due-3.lua on a real Redis (never fakeredis: Lua versions differ)."""
 
 from __future__ import annotations
 
@@ -48,12 +48,55 @@ async def test_only_new_keeps_the_existing_score(queue) -> None:
     await queue.add([entry], only_new=True)
     moved = Enqueue(entry.execution_id, entry.due_at + timedelta(seconds=30))
     await queue.add([moved], only_new=True)
-    assert await queue.client.zscore(queue.queue_key, str(entry.execution_id)) == score_ms(entry.due_at)
+    assert await queue.client.zscore(queue.queue_key("default"), str(entry.execution_id)) == score_ms(entry.due_at)
     await queue.add([moved], only_new=False)
-    assert await queue.client.zscore(queue.queue_key, str(entry.execution_id)) == score_ms(moved.due_at)
+    assert await queue.client.zscore(queue.queue_key("default"), str(entry.execution_id)) == score_ms(moved.due_at)
 
 
 def test_scores_round_up_so_nothing_pops_before_it_is_due() -> None:
     due_at = datetime(2026, 11, 29, 12, 0, 0, 510, tzinfo=UTC)  # 0.51 ms past the second
     assert score_ms(due_at) == int(datetime(2026, 11, 29, 12, tzinfo=UTC).timestamp()) * 1000 + 1
     assert score_ms(due_at.replace(microsecond=0)) == int(due_at.replace(microsecond=0).timestamp()) * 1000
+
+
+def _tenant_entries(tenant: str, count: int, offset_s: float = -1) -> list[Enqueue]:
+    due_at = datetime.now(UTC) + timedelta(seconds=offset_s)
+    return [Enqueue(uuid.uuid4(), due_at, tenant) for _ in range(count)]
+
+
+async def test_a_storm_takes_only_its_share_of_a_pop(queue) -> None:
+    noisy, quiet = _tenant_entries("noisy", 3000), _tenant_entries("quiet", 10)
+    await queue.add(noisy, only_new=True)
+    await queue.add(quiet, only_new=True)  # added after the storm, due at the same instant
+
+    pop = await queue.pop_due(100)
+
+    assert len(pop.execution_ids) == 100  # the quiet tenant's unused share goes to the noisy one
+    assert {str(e.execution_id) for e in quiet} <= set(pop.execution_ids)
+    assert dict(zip(pop.execution_ids, pop.tenants))[str(quiet[0].execution_id)] == "quiet"
+    assert pop.tenants.count("noisy") == 90
+    assert await queue.depth_and_earliest() == (2910, score_ms(noisy[0].due_at))
+    assert await queue.tenants() == ["noisy"]  # the emptied tenant left the round
+
+
+async def test_tenants_are_served_round_robin_without_starving_any(queue) -> None:
+    entries = {f"t{i:03d}": _tenant_entries(f"t{i:03d}", 5) for i in range(300)}
+    for batch in entries.values():
+        await queue.add(batch, only_new=True)
+
+    served: set[str] = set()
+    for _ in range(3):  # 300 tenants, 100 per pop: three pops reach every one of them
+        served |= set((await queue.pop_due(100)).tenants)
+
+    assert served == set(entries)
+    assert await queue.depth() == 300 * 5 - 300
+
+
+async def test_missing_looks_in_each_tenants_queue(queue) -> None:
+    a, b = _tenant_entries("a", 2), _tenant_entries("b", 1)
+    await queue.add(a + b, only_new=True)
+    ids = [str(e.execution_id) for e in a + b]
+    assert await queue.missing(ids, ["a", "a", "b"]) == []
+    assert await queue.missing(ids, ["b", "a", "a"]) == [ids[0], ids[2]]  # looked in the wrong queues
+    assert await queue.missing(ids) == []  # no tenants given: every queue is looked in
+    assert await queue.missing([str(uuid.uuid4())]) != []

@@ -122,7 +122,7 @@ async def test_retries_with_jittered_backoff_then_fails(make_job, make_worker, s
     first = (await store.attempt_list(execution.id))[0]
     delay_s = (after_first.due_at - first.finished_at).total_seconds()
     assert -0.01 <= delay_s <= config.jobs.backoff_base_s + 0.01  # full jitter: uniform in [0, base]
-    score = await queue.client.zscore(queue.queue_key, str(execution.id))
+    score = await queue.client.zscore(queue.queue_key("default"), str(execution.id))
     assert abs(score / 1000 - after_first.due_at.timestamp()) < 0.002
 
     final = await run_until_idle(worker, store, execution.id)
