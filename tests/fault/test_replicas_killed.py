@@ -64,3 +64,24 @@ async def test_sigkill_one_of_three_replicas_every_few_seconds(store, fleet) -> 
 @pytest.mark.timeout(600)
 async def test_sigkill_one_of_three_replicas_for_three_minutes(store, fleet) -> None:
     await _kill_replicas_during_workload(store, fleet, executions=20000, spread_s=180, kill_every_s=(3, 6))
+
+
+@pytest.mark.timeout(120)
+async def test_replicas_dying_between_pop_and_claim_and_after_the_claim(store, fleet) -> None:
+    """SIGKILL at the worst instants (schedulerd/faults.py): after a pop, before the claim (ids
+    out of Redis, owned by nobody) and after a claim, before any handler starts (rows running,
+    nobody heartbeating). Replicas are restarted as systemd would; nothing is lost."""
+    fleet.start(3, SCHEDULERD_FAULTS="after_pop:0.003,after_claim:0.01")
+    fleet.supervise(restart_after_s=0.5)
+    await fleet.ready()
+    # A death after a claim uses up the attempt of every execution in that batch (a crash counts,
+    # as for a poison task); 5 attempts keep a run of bad luck from failing one here.
+    await insert_workload(store, 1500, start_in_s=1.0, spread_s=15.0, task="noop", max_attempts=5)
+    counts = await wait_settled(store, timeout_s=60)
+    await fleet.stop_supervising()
+    figures = await check(store)
+    print(figures.line("SIGKILL after pop / after claim (fault points)", by_status=counts, replicas_died=fleet.deaths))
+    assert counts == {"succeeded": 1500} and figures.lost == 0, counts
+    assert figures.succeeded_twice == 0 and figures.overlaps == 0 and figures.early == 0, figures
+    assert figures.max_starts <= 5, figures
+    assert fleet.deaths >= 1  # the fault points did fire
