@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import random
 from collections.abc import Awaitable, Callable
+from time import monotonic
 from typing import Any
 
 import asyncpg
@@ -28,17 +29,20 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     redis.exceptions.RedisError,
 )
 BACKOFF_MAX_S = 10.0
+HEALTHY_RUN_S = 60.0  # ran this long without an error: the next one is a new outage
 
 
 async def retrying(name: str, loop: Callable[[asyncio.Event], Awaitable[None]], stop: asyncio.Event) -> None:
     """Run `loop(stop)` until it returns; restart it after a transient error, with backoff."""
     failures = 0
     while True:
+        started = monotonic()
         try:
             await loop(stop)
             return
         except TRANSIENT_ERRORS as exc:
-            failures += 1
+            # A loop that ran a good while since its last failure starts the backoff afresh.
+            failures = 1 if monotonic() - started > HEALTHY_RUN_S else failures + 1
             delay_s = random.uniform(0.5, 1.0) * min(BACKOFF_MAX_S, 0.2 * 2**failures)
             log.warning(f"{name}.error", error=f"{type(exc).__name__}: {exc}", retry_in_s=round(delay_s, 2))
             with contextlib.suppress(TimeoutError):
