@@ -133,7 +133,7 @@ class BreakerConfig:
     failures: int = 10  # consecutive failed attempts that open a breaker (permanent errors do not count)
     open_s: float = 30.0  # an open breaker waits this long before one probe runs (seconds)
     probe_timeout_s: float = 120.0  # a probe silent this long (its worker died) is replaced by another (seconds)
-    recheck_s: float = 1.0  # jitter added to a parked execution's wait; while a probe runs, how long the rest wait (seconds)
+    recheck_s: float = 1.0  # least jitter added to a parked execution's wait (it spreads up to open_s; seconds)
 
 
 @dataclass(frozen=True)

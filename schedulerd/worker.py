@@ -214,7 +214,10 @@ class Worker:
                     continue
                 decision = "park"
             if decision == "park" and state is not None:
-                parked.append((claim, breaker.park_delay_s(state, now_ms, self.breaker_config.recheck_s, self.rng)))
+                delay_s = breaker.park_delay_s(
+                    state, now_ms, self.breaker_config.recheck_s, self.breaker_config.open_s, self.rng
+                )  # fmt: skip
+                parked.append((claim, delay_s))
             else:
                 run.append(claim)
         if parked:

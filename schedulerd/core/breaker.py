@@ -45,13 +45,15 @@ def decide(state: BreakerState | None, now_ms: int) -> Decision:
     return "probe" if now_ms >= state.probe_at_ms else "park"
 
 
-def park_delay_s(state: BreakerState, now_ms: int, recheck_s: float, rng: random.Random) -> float:
-    """How long a parked execution waits. Behind an open breaker: until its probe instant, plus up
-    to recheck_s of jitter so the backlog does not return in one burst when it closes. Behind a
-    half-open one (a probe is running): recheck_s, jittered, so they follow a successful probe soon."""
-    if state.state == "open":
-        return max(0.0, (state.probe_at_ms - now_ms) / 1000) + rng.uniform(0.0, recheck_s)
-    return recheck_s * rng.uniform(0.5, 1.0)
+def park_delay_s(state: BreakerState, now_ms: int, recheck_s: float, open_s: float, rng: random.Random) -> float:
+    """How long a parked execution waits: until the probe instant (open) or from now (half open,
+    a probe is running), plus a jitter uniform in [recheck_s / 2, max(recheck_s, open_s)].
+
+    The spread matters twice: a backlog of 100,000 parked executions comes back to be claimed and
+    parked again about once per open_s, not every recheck_s, and when the probe succeeds it
+    reaches the target that just recovered over open_s rather than in one burst."""
+    wait_s = max(0.0, (state.probe_at_ms - now_ms) / 1000) if state.state == "open" else 0.0
+    return wait_s + rng.uniform(recheck_s / 2, max(recheck_s, open_s))
 
 
 def summarise(outcomes: Iterable[tuple[str, bool]]) -> dict[str, tuple[bool, int]]:

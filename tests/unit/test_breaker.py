@@ -29,12 +29,13 @@ def test_decide(value, now_ms, expected) -> None:
     assert decide(parse("t", value) if value else None, now_ms) == expected
 
 
-def test_park_delays() -> None:
+def test_park_delays_spread_the_backlog() -> None:
     rng = random.Random(1)
-    delays = [park_delay_s(parse("t", "open|10|0|11000"), 1000, 2.0, rng) for _ in range(200)]
-    assert all(10.0 <= d <= 12.0 for d in delays) and max(delays) - min(delays) > 1.0  # spread, not a burst
-    half = [park_delay_s(parse("t", "half_open|10|0|99000"), 1000, 2.0, rng) for _ in range(200)]
-    assert all(1.0 <= d <= 2.0 for d in half)
+    delays = [park_delay_s(parse("t", "open|10|0|11000"), 1000, 1.0, 30.0, rng) for _ in range(500)]
+    assert all(10.5 <= d <= 40.0 for d in delays) and max(delays) - min(delays) > 20  # spread over open_s
+    half = [park_delay_s(parse("t", "half_open|10|0|99000"), 1000, 1.0, 30.0, rng) for _ in range(500)]
+    assert all(0.5 <= d <= 30.0 for d in half) and sum(half) / len(half) > 10  # not back every second
+    assert all(0.5 <= park_delay_s(parse("t", "half_open|1|0|0"), 0, 1.0, 0.2, rng) <= 1.0 for _ in range(50))
 
 
 def test_summarise_keeps_the_consecutive_count() -> None:
