@@ -20,7 +20,7 @@ import structlog
 from schedulerd import clock, health, http_task, registry, systemd
 from schedulerd.config import Config
 from schedulerd.dispatcher import Dispatcher
-from schedulerd.loops import TRANSIENT_ERRORS, every, retrying  # noqa: F401  (every, retrying: old import path)
+from schedulerd.loops import TRANSIENT_ERRORS
 from schedulerd.materialiser import Materialiser
 from schedulerd.observer import Observer
 from schedulerd.queue import DelayQueue
