@@ -3,7 +3,6 @@ tenant has 100,000 executions due at the same instant (the pop serves tenants ro
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from datetime import timedelta
