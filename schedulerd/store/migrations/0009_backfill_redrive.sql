@@ -11,8 +11,10 @@ ALTER TABLE executions ADD COLUMN origin text NOT NULL DEFAULT 'scheduled'
     CHECK (origin IN ('scheduled', 'trigger', 'backfill'));
 ALTER TABLE executions ADD COLUMN redrives integer NOT NULL DEFAULT 0;  -- times this execution was redriven
 
--- Drop the old (job_id, scheduled_for) key whatever it is called (0001 named it implicitly; 0007
--- may recreate it), then key slots by origin too.
+-- Drop the old (job_id, scheduled_for) key whatever it is called and however it was made (0001
+-- made a constraint; 0007 may recreate it as a constraint or a unique index), then key slots by
+-- origin too. A leftover two-column key would make a backfill of a scheduled instant fail instead
+-- of coexisting with it.
 DO $$
 DECLARE
     key record;
@@ -24,6 +26,15 @@ BEGIN
                WHERE a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey)) = ARRAY['job_id', 'scheduled_for']
     LOOP
         EXECUTE format('ALTER TABLE executions DROP CONSTRAINT %I', key.conname);
+    END LOOP;
+    FOR key IN
+        SELECT i.indexrelid::regclass::text AS name FROM pg_index i
+        WHERE i.indrelid = 'executions'::regclass AND i.indisunique AND NOT i.indisprimary
+          AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid)
+          AND (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_attribute a
+               WHERE a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey::int2[])) = ARRAY['job_id', 'scheduled_for']
+    LOOP
+        EXECUTE format('DROP INDEX %s', key.name);
     END LOOP;
 END
 $$;
