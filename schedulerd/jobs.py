@@ -24,7 +24,7 @@ from schedulerd import registry
 from schedulerd.clock import Clock, system
 from schedulerd import metrics
 from schedulerd.config import Config
-from schedulerd.core.backfill import plan_backfill
+from schedulerd.core.backfill import check_range, plan_backfill
 from schedulerd.core.misfire import MisfirePolicy
 from schedulerd.core.schedule import CronSchedule, ScheduleError, smear_offset_s
 from schedulerd.errors import NotFoundError, ValidationError
@@ -313,10 +313,11 @@ class Jobs:
             raise ValidationError("id", f"job {job_id} runs once ({job.schedule_kind}); only cron jobs can be backfilled")
         if not job.enabled:
             raise ValidationError("id", f"job {job_id} is paused; resume it before backfilling")
-        if start < EARLIEST_RUN_AT:
-            raise ValidationError("from", f"{start.isoformat()} is before 2000-01-01")
         defaults = self.config.jobs
         now = await self.store.clock_now()  # Postgres's: "the past" and the due times are judged on one clock
+        check_range(start, end, now)
+        if start < EARLIEST_RUN_AT:
+            raise ValidationError("from", f"{start.isoformat()} is before 2000-01-01")
         plan = plan_backfill(
             CronSchedule(job.cron, job.timezone), start, end, now,
             max_occurrences=defaults.backfill_max_occurrences, per_s=defaults.backfill_per_s,

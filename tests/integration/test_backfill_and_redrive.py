@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -216,3 +216,12 @@ async def test_pause_note_and_who_are_kept_until_resume(jobs) -> None:
     with pytest.raises(ValidationError, match="note"):
         await jobs.pause(job.id, note="x" * 501)
     assert (await jobs.get(job.id)).enabled
+
+
+async def test_backfill_bounds_without_offset_or_before_2000_are_refused(jobs, store) -> None:
+    job, _ = await jobs.create(JobSpec(task="noop", cron="0 0 1 * *"))
+    with pytest.raises(ValidationError, match="UTC offset") as naive:
+        await jobs.backfill(job.id, datetime(2026, 1, 1), datetime(2026, 2, 1, tzinfo=UTC))
+    assert naive.value.field == "from"
+    with pytest.raises(ValidationError, match="before 2000-01-01"):
+        await jobs.backfill(job.id, datetime(1999, 1, 1, tzinfo=UTC), datetime(2000, 6, 1, tzinfo=UTC))
