@@ -20,9 +20,8 @@ from uuid import UUID
 
 import structlog
 
-from schedulerd import registry
+from schedulerd import metrics, registry
 from schedulerd.clock import Clock, system
-from schedulerd import metrics
 from schedulerd.config import Config
 from schedulerd.core.backfill import check_range, plan_backfill
 from schedulerd.core.misfire import MisfirePolicy
