@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from schedulerd.dead_letters import DeadLetters, FailedFilter
 from schedulerd.errors import NotFoundError, ValidationError
@@ -36,6 +37,10 @@ def dead_letters(store, queue, config) -> DeadLetters:
     return DeadLetters(store, queue, config)
 
 
+def counted(metric: str) -> float:
+    return REGISTRY.get_sample_value(metric) or 0.0
+
+
 async def execution_count(store) -> int:
     return await store.db.fetchval("SELECT count(*) FROM executions")
 
@@ -48,6 +53,7 @@ async def test_backfill_creates_each_past_occurrence_once_beside_the_scheduled_r
     now = await store.clock_now()
     end = now.replace(minute=0, second=0, microsecond=0)
     start = end - timedelta(hours=5)
+    backfilled_before = counted("schedulerd_backfilled_occurrences_total")
 
     done = await jobs.backfill(job.id, start, end)
 
@@ -57,6 +63,7 @@ async def test_backfill_creates_each_past_occurrence_once_beside_the_scheduled_r
     gaps = [(b.due_at - a.due_at).total_seconds() for a, b in zip(done.created, done.created[1:])]
     assert gaps == pytest.approx([1 / config.jobs.backfill_per_s] * 4)  # spread, not all at once
     assert await queue.missing([str(e.id) for e in done.created]) == []
+    assert counted("schedulerd_backfilled_occurrences_total") - backfilled_before == 5
 
     # The scheduled run of a backfilled instant is neither blocked nor taken by it.
     (scheduled,) = await store.execution_insert_many([(uuid.uuid4(), job.id, job.tenant, start, start)], 300.0)
@@ -133,7 +140,9 @@ async def test_redrive_gives_the_same_execution_a_new_attempt_budget(make_job, m
     listed = await dead_letters.list(None, FailedFilter(task="test.fails_while_flagged", error="BILLING UNAVAILABLE"))
     assert [(f.execution.id, f.task) for f in listed] == [(execution.id, "test.fails_while_flagged")]
 
+    redriven_before = counted("schedulerd_redriven_executions_total")
     done = await dead_letters.redrive([execution.id], job.tenant, by="cli:alice")
+    assert counted("schedulerd_redriven_executions_total") - redriven_before == 1
     assert done.execution_ids == [execution.id] and done.not_redriven == []
     redriven = await store.execution_get(execution.id)
     assert (redriven.status, redriven.attempt, redriven.fence, redriven.redrives, redriven.reason) == ("queued", 0, 3, 1, "redrive")
