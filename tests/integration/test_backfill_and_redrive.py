@@ -170,6 +170,23 @@ async def test_redriven_execution_fails_again_after_a_full_budget(make_job, make
     assert len(await store.attempt_list(execution.id)) == 4  # two budgets of two attempts
 
 
+async def test_the_sweeper_counts_a_lost_attempt_against_the_new_budget(make_job, make_worker, store, sweeper,
+                                                                        dead_letters) -> None:  # fmt: skip
+    failing.add("stock")
+    _, execution = await make_job("test.fails_while_flagged", params={"key": "stock"}, max_attempts=2)
+    await run_until_idle(make_worker(), store, execution.id)
+    await dead_letters.redrive([execution.id], None, by="cli:carol")
+    (claim,) = await store.execution_claim_many([str(execution.id)], 10.0, "worker-that-dies")
+    assert (claim.attempt, claim.fence) == (1, 4)
+    await store.db.execute("UPDATE executions SET lease_until = clock_timestamp() - interval '1 second' WHERE id = $1", execution.id)
+
+    await sweeper.run_once()
+
+    reclaimed = await store.execution_get(execution.id)
+    assert (reclaimed.status, reclaimed.attempt) == ("queued", 1)  # 1 of the new 2, not 3 of 2: not failed
+    assert [a.outcome for a in await store.attempt_list(execution.id)] == ["failed", "failed", "lease_expired"]
+
+
 async def test_bulk_redrive_by_filter_is_tenant_scoped_and_capped(make_job, make_worker, store, config, queue) -> None:
     failing.update({"a", "b"})
     worker = make_worker()
