@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, Header, Query
+from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
 
 from schedulerd import registry
@@ -24,6 +24,7 @@ from schedulerd.store import Store
 from schedulerd.tenants import Principal
 
 NEXT_RUNS = 5
+FAILED_FILTERS = {"job", "task", "error", "since", "until", "limit", "cursor"}  # GET /v1/executions/failed
 IDEMPOTENCY_KEY = Header(None, alias="Idempotency-Key", min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$",
                          description="repeat a create safely: the same key returns the first result")  # fmt: skip
 
@@ -222,13 +223,17 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
     @api.get("/executions/failed", response_model=schemas.FailedExecutionPage, tags=["dead letters"],
              summary="this tenant's failed executions, most recently failed first")  # fmt: skip
     async def list_failed(
-        who: Caller, job: UUID | None = None,
+        request: Request, who: Caller, job: UUID | None = None,
         task: Annotated[str | None, Query(max_length=200, description="of this task type")] = None,
         error: Annotated[str | None, Query(min_length=1, max_length=500, description="last error contains (any case)")] = None,
         since: Annotated[schemas.Instant | None, Query(description="failed at or after (ISO 8601)")] = None,
         until: Annotated[schemas.Instant | None, Query(description="failed before (ISO 8601)")] = None,
         limit: PageSize = 50, cursor: Cursor = None,
     ) -> Any:  # fmt: skip
+        # A misspelt filter (?erorr=) must not silently list every failure: what you redrive next.
+        unknown = sorted(set(request.query_params) - FAILED_FILTERS)
+        if unknown:
+            raise ApiError(422, "validation", "is not a parameter of this request", field=unknown[0])
         if job is not None:
             await jobs.get(job, who.tenant)  # another tenant's job: 404, like a missing one
         which = FailedFilter(job_id=job, task=task, error=error, since=since, until=until)

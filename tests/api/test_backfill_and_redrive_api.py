@@ -54,6 +54,8 @@ async def test_dead_letters_list_and_redrive(client: httpx.AsyncClient, store: S
     listed = await client.get("/v1/executions/failed", params={"error": "psp TIMEOUT", "task": "fail"})
     assert listed.status_code == 200, listed.text
     assert [(e["id"], e["task"], e["status"]) for e in listed.json()["items"]] == [(card, "fail", "failed")]
+    misspelt = await client.get("/v1/executions/failed", params={"erorr": "timeout"})
+    assert misspelt.status_code == 422 and misspelt.json()["error"]["field"] == "erorr"
     page = (await client.get("/v1/executions/failed", params={"limit": 1})).json()
     assert len(page["items"]) == 1 and page["next_cursor"]
     rest = (await client.get("/v1/executions/failed", params={"limit": 1, "cursor": page["next_cursor"]})).json()
