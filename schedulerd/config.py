@@ -109,6 +109,10 @@ class JobsConfig:
     backoff_max_s: float = 3600.0
     timeout_s: float = 300.0
     max_params_bytes: int = 65536
+    backfill_max_occurrences: int = 1000  # most occurrences one backfill may create; a range holding more is refused
+    backfill_per_s: float = 10.0  # backfilled runs fall due this many per second (spread from now, not all at once)
+    redrive_max: int = 1000  # most failed executions one redrive request takes (a bulk redrive takes the newest)
+    redrive_per_s: float = 50.0  # redriven executions fall due this many per second
 
 
 @dataclass(frozen=True)
@@ -187,6 +191,12 @@ class Config:
                               f"recheck_s above 0, got {self.breaker}")
         if self.jobs.max_attempts < 1:
             raise ConfigError(f"jobs.max_attempts must be at least 1, got {self.jobs.max_attempts}")
+        for key in ("backfill_max_occurrences", "redrive_max"):
+            if getattr(self.jobs, key) < 1:
+                raise ConfigError(f"jobs.{key} must be at least 1, got {getattr(self.jobs, key)}")
+        for key in ("backfill_per_s", "redrive_per_s"):
+            if not getattr(self.jobs, key) > 0:
+                raise ConfigError(f"jobs.{key} must be above 0, got {getattr(self.jobs, key)}")
         unknown = set(self.daemon.roles) - {"materialiser", "dispatcher", "worker", "sweeper", "retention"}
         if unknown:
             raise ConfigError(f"daemon.roles has unknown role(s): {', '.join(sorted(unknown))}")

@@ -71,3 +71,8 @@ BREAKER_OPEN = Gauge(
 BREAKER_TRANSITIONS = Counter(
     "schedulerd_breaker_transitions_total", "Circuit breaker state changes this replica caused, by new state", ["task", "host", "state"]
 )
+
+# Backfill and dead-letter redrive (counted by the process that served the request: the API's
+# replica, or a CLI run, which has no /metrics).
+BACKFILLED = Counter("schedulerd_backfilled_occurrences_total", "Executions created by backfills")
+REDRIVEN = Counter("schedulerd_redriven_executions_total", "Failed executions redriven with a new attempt budget")
