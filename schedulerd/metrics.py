@@ -68,3 +68,17 @@ BREAKER_OPEN = Gauge(
 BREAKER_TRANSITIONS = Counter(
     "schedulerd_breaker_transitions_total", "Circuit breaker state changes this replica caused, by new state", ["task", "host", "state"]
 )
+
+# Issue 9: late and missed occurrences, and known future load.
+LATE = Counter(
+    "schedulerd_late_occurrences_total",
+    "Occurrences whose first attempt did not start within the grace (or never started), by late reason "
+    "(scheduler_down, backlog, misfire_skip, overlap, paused, breaker_open, tenant_cap); each counted once",
+    ["reason"],
+)
+DUE_NEXT = Gauge(
+    "schedulerd_due_next",
+    "Executions not yet started that fall due within the window (1m, 5m, 15m, 60m), by tenant "
+    "(the top [forecast].top_tenants, the rest summed as _other; sum over tenants = total)",
+    ["window", "tenant"],
+)
