@@ -50,6 +50,7 @@ def execution_view(execution: Execution) -> dict[str, Any]:
         "first_started_at": started, "started_at": execution.started_at, "finished_at": execution.finished_at,
         "last_error": execution.last_error,
         "start_lag_s": (started - execution.scheduled_for).total_seconds() if started else None,
+        "late_reason": execution.late_reason,
     }  # fmt: skip
 
 

@@ -477,8 +477,9 @@ LIMIT $6;
 -- Job $1's execution scheduled closest to $2 within $3 seconds either side (an earlier one wins
 -- a tie), for "why didn't job X run at T?".
 SELECT * FROM executions
-WHERE job_id = $1 AND scheduled_for >= $2 - make_interval(secs => $3) AND scheduled_for <= $2 + make_interval(secs => $3)
-ORDER BY abs(extract(epoch FROM scheduled_for - $2)), scheduled_for
+WHERE job_id = $1 AND scheduled_for >= $2::timestamptz - make_interval(secs => $3)
+  AND scheduled_for <= $2::timestamptz + make_interval(secs => $3)
+ORDER BY abs(extract(epoch FROM scheduled_for - $2::timestamptz)), scheduled_for
 LIMIT 1;
 
 -- name: execution_due_forecast
