@@ -2,6 +2,7 @@
 known future load. Scoped to the caller's tenant like every /v1 route; another tenant's job is
 "not found". Included before routes.py's router, so /v1/executions/late is not read as an id."""
 
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 from uuid import UUID
@@ -16,7 +17,7 @@ from schedulerd.late import LateRuns
 from schedulerd.tenants import Principal
 
 
-def router(services: Services, caller: Any) -> APIRouter:
+def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> APIRouter:
     api = APIRouter(prefix="/v1", responses=ERRORS)
     jobs, store, config = services.jobs, services.store, services.config
     runs = LateRuns(store, config)
