@@ -74,8 +74,9 @@ async def judge_misfires(
     for reason in [*skipped.values(), *(r for _, r in replayed)]:
         metrics.LATE.labels(reason).inc()
     if skipped or replayed:
+        while_down = sum(down[i] for i in skipped) + sum(down[e.execution_id] for e, _ in replayed)
         log.warning("materialiser.misfired", skipped=len(skipped), replayed=len(replayed), jobs=len(groups),
-                    scheduler_down=sum(1 for i in skipped if down[i]) + sum(1 for e, _ in replayed if down[e.execution_id]))  # fmt: skip
+                    scheduler_down=while_down)  # fmt: skip
     return Judgement(set(skipped), [e for e, _ in replayed])
 
 

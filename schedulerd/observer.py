@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 import structlog
 
 from schedulerd import metrics
-from schedulerd.core import late
 from schedulerd.config import Config
+from schedulerd.core import late
 from schedulerd.loops import every
 from schedulerd.queue import UNREACHABLE, DelayQueue
 from schedulerd.store import Store
@@ -64,9 +64,9 @@ class Observer:
             await self.refresh_forecast()
 
     async def refresh_forecast(self) -> None:
-        """Publish schedulerd_due_next{window, tenant}: the tenants with most due in 60 minutes, the rest as _other.
-        Label sets that dropped out are removed after the new values are set, so a scrape never
-        sees a tenant's series missing mid-refresh."""
+        """Publish schedulerd_due_next{window, tenant}: the tenants with most due within 60 minutes,
+        the rest summed as _other. Label sets that dropped out are removed only after the new
+        values are set, so a scrape never sees a tenant's series missing mid-refresh."""
         forecast = await self.store.execution_due_forecast(late.FORECAST_WINDOWS_S)
         capped = late.cap_tenants(forecast.by_tenant, self.config.forecast.top_tenants)
         if not capped:  # nothing due: publish zeros rather than no series, so "sum" reads 0

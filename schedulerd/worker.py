@@ -90,7 +90,7 @@ class Worker:
         late_config: LateConfig | None = None,
     ) -> None:
         self.store = store
-        # A first attempt starting this long after its scheduled time is late ([materialiser].misfire_grace_s).
+        # A first attempt starting this long after its due time is late ([materialiser].misfire_grace_s).
         self.late_grace = timedelta(seconds=late_grace_s)
         self.late_config = late_config or LateConfig()
         self.breaker_config = breaker_config or BreakerConfig()
