@@ -418,6 +418,7 @@ async def _status(args: argparse.Namespace, config: Config) -> None:
         replicas = await jobs.store.replica_list(seen_within_s=60)
         lag = await jobs.store.execution_recent_lag(within_s=300)
         forecast = await LateRuns(jobs.store, config).forecast()
+        late_last_hour = await jobs.store.execution_late_counts(within_s=3600)
         try:
             depth: int | None = await jobs.queue.depth()
         except UNREACHABLE:
@@ -443,6 +444,8 @@ async def _status(args: argparse.Namespace, config: Config) -> None:
         "last_hour_by_status": overview["last_hour_by_status"],
         # Known future load: not yet started and due within each window (scale before it lands).
         "due_next": dict(zip(map(window_label, forecast.windows_s), forecast.total)),
+        # Occurrences of the last hour that did not start within their grace, by late reason.
+        "late_last_hour_by_reason": late_last_hour,
     }  # fmt: skip
     if args.json:
         print(json.dumps(report))

@@ -504,3 +504,10 @@ SELECT due.tenant,
        now.t AS now
 FROM now LEFT JOIN due ON true  -- nothing due: one row with no tenant, zero counts and the time
 GROUP BY due.tenant, now.t;
+
+-- name: execution_late_counts
+-- Late or missed occurrences with a recorded late reason scheduled in the last $1 seconds, per
+-- reason (schedulerd status): a range scan of the executions_late index.
+SELECT late_reason, count(*) AS n FROM executions
+WHERE late_reason IS NOT NULL AND scheduled_for > clock_timestamp() - make_interval(secs => $1)
+GROUP BY late_reason;

@@ -367,3 +367,7 @@ class Store:
             r["tenant"]: (r["within_1"], r["within_2"], r["within_3"], r["within_4"]) for r in rows if r["tenant"] is not None
         }
         return Forecast(rows[0]["now"], tuple(windows_s), by_tenant)
+
+    async def execution_late_counts(self, within_s: float) -> dict[str, int]:
+        rows = await self.db.fetch(QUERIES["execution_late_counts"], within_s)
+        return {r["late_reason"]: r["n"] for r in rows}

@@ -165,6 +165,10 @@ async def test_late_runs_are_listed_and_explained(cli, store, queue, config) -> 
     answer = json.loads(why_json.stdout)
     assert answer["scheduled_for"] == first.isoformat() and answer["execution"]["status"] == "skipped"
     assert cli("executions", "list", "--late", "--reason", "paused", "--json").stdout.strip() == "[]"
+    in_last_hour = json.loads(cli("status", "--json").stdout)["late_last_hour_by_reason"]
+    assert in_last_hour["scheduler_down"] == await store.db.fetchval(
+        "SELECT count(*) FROM executions WHERE late_reason = 'scheduler_down' AND scheduled_for > now() - interval '1 hour'"
+    ) >= 4
 
 
 @pytest.mark.parametrize(("args", "message"), [
