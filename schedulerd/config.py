@@ -210,6 +210,10 @@ class Config:
         if not (self.late.down_after_s > 0 and self.forecast.interval_s > 0) or self.forecast.top_tenants < 0:
             raise ConfigError(f"late.down_after_s and forecast.interval_s must be above 0 and forecast.top_tenants at "
                               f"least 0, got {self.late.down_after_s}, {self.forecast.interval_s} and {self.forecast.top_tenants}")
+        if self.late.down_after_s <= self.daemon.observe_interval_s:
+            # Replicas report every observe_interval_s: a shorter silence is not a sign of death.
+            raise ConfigError(f"late.down_after_s ({self.late.down_after_s}) must exceed daemon.observe_interval_s "
+                              f"({self.daemon.observe_interval_s})")
         if not self.api.rate_window_s > 0:
             raise ConfigError(f"api.rate_window_s must be above 0, got {self.api.rate_window_s}")
 

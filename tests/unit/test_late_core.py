@@ -116,3 +116,8 @@ def test_capping_tenants_keeps_the_total(counts: dict, top: int, expected: dict)
 def test_bad_late_and_forecast_settings_are_refused(name: str, value: str, tmp_path) -> None:
     with pytest.raises(ConfigError, match="late.down_after_s and forecast.interval_s"):
         config.load(tmp_path / "none.toml", environ={name: value})
+
+
+def test_down_after_must_exceed_the_report_interval(tmp_path) -> None:
+    with pytest.raises(ConfigError, match=r"late.down_after_s \(5.0\) must exceed daemon.observe_interval_s \(5.0\)"):
+        config.load(tmp_path / "none.toml", environ={"SCHEDULERD_LATE_DOWN_AFTER_S": "5"})
