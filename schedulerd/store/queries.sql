@@ -449,8 +449,22 @@ RETURNING e.id, e.late_reason;
 -- [$4, now - grace), optionally of tenant $2, job $3 and late reason $5, at most $6: rows with a
 -- recorded late reason (executions_late index), then first attempts still waiting past their
 -- grace with none recorded yet (the due indexes), given the reason they would get now ($7: the
--- replica silence that counts as down, seconds).
-WITH bounds AS (SELECT clock_timestamp() - make_interval(secs => $1) AS late_before)
+-- replica silence that counts as down, seconds). The waiting ones are cut to $6 before their
+-- reason is worked out, unless that reason is the filter: a backlog of 100,000 costs a top-N sort.
+WITH bounds AS (SELECT clock_timestamp() - make_interval(secs => $1) AS late_before),
+waiting AS (
+    SELECT * FROM (
+        SELECT e.* FROM executions e, bounds b
+        WHERE e.status = 'pending' AND e.due_at < b.late_before AND e.attempt = 0 AND e.late_reason IS NULL
+          AND e.scheduled_for >= $4 AND ($2::text IS NULL OR e.tenant = $2) AND ($3::uuid IS NULL OR e.job_id = $3)
+        UNION ALL
+        SELECT e.* FROM executions e, bounds b
+        WHERE e.status = 'queued' AND e.due_at < b.late_before AND e.attempt = 0 AND e.late_reason IS NULL
+          AND e.scheduled_for >= $4 AND ($2::text IS NULL OR e.tenant = $2) AND ($3::uuid IS NULL OR e.job_id = $3)
+    ) w
+    ORDER BY scheduled_for DESC, id DESC
+    LIMIT CASE WHEN $5::text IS NULL OR $5 IN ('breaker_open', 'tenant_cap') THEN $6::bigint END  -- NULL: no limit
+)
 SELECT * FROM (
     SELECT e.*, e.late_reason AS why FROM executions e, bounds b
     WHERE e.late_reason IS NOT NULL AND e.scheduled_for >= $4 AND e.scheduled_for < b.late_before
@@ -460,15 +474,10 @@ SELECT * FROM (
     SELECT * FROM (
         SELECT w.*, CASE w.reason WHEN 'breaker_open' THEN 'breaker_open' WHEN 'task_limit' THEN 'tenant_cap'
                     ELSE CASE WHEN EXISTS (SELECT 1 FROM replicas r WHERE 'worker' = ANY(r.roles) AND r.started_at <= w.scheduled_for
-                     AND r.last_seen_at >= w.scheduled_for - make_interval(secs => $7)) THEN 'backlog' ELSE 'scheduler_down' END END AS why
-        FROM (SELECT e.* FROM executions e, bounds b
-              WHERE e.status = 'pending' AND e.due_at < b.late_before AND e.attempt = 0 AND e.late_reason IS NULL
-                AND e.scheduled_for >= $4 AND ($2::text IS NULL OR e.tenant = $2) AND ($3::uuid IS NULL OR e.job_id = $3)
-              UNION ALL
-              SELECT e.* FROM executions e, bounds b
-              WHERE e.status = 'queued' AND e.due_at < b.late_before AND e.attempt = 0 AND e.late_reason IS NULL
-                AND e.scheduled_for >= $4 AND ($2::text IS NULL OR e.tenant = $2) AND ($3::uuid IS NULL OR e.job_id = $3)) w
-    ) waiting WHERE ($5::text IS NULL OR waiting.why = $5)
+                                                 AND r.last_seen_at >= w.scheduled_for - make_interval(secs => $7))
+                              THEN 'backlog' ELSE 'scheduler_down' END END AS why
+        FROM waiting w
+    ) judged WHERE ($5::text IS NULL OR judged.why = $5)
 ) late
 ORDER BY scheduled_for DESC, id DESC
 LIMIT $6;
