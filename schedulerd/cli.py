@@ -20,6 +20,7 @@ from zoneinfo import ZoneInfo
 from schedulerd import config as config_module
 from schedulerd.config import Config
 from schedulerd.core.durations import parse_duration_s, parse_instant
+from schedulerd.core.late import LateReason, resolve_at, window_label
 from schedulerd.errors import ConfigError, NotFoundError, SchedulerdError, ValidationError
 from schedulerd.models import ExecutionStatus
 from schedulerd.queue import UNREACHABLE
@@ -77,6 +78,10 @@ def _parser() -> argparse.ArgumentParser:
     backfill.add_argument("--from", dest="from_", required=True, help="ISO 8601 instant with offset (inclusive)")
     backfill.add_argument("--to", required=True, help="ISO 8601 instant with offset (exclusive), not in the future")
     backfill.add_argument("--json", action="store_true")
+    why = job.add_parser("why", help="why didn't the job run at a time? (the occurrence nearest to it, and its fate)")
+    why.add_argument("id")
+    why.add_argument("--at", required=True, help="ISO 8601 instant with offset, or HH:MM (the latest, in the job's zone)")
+    why.add_argument("--json", action="store_true")
     upcoming = job.add_parser("next", help="a job's next runs")
     upcoming.add_argument("id")
     upcoming.add_argument("--count", type=int, default=5)
@@ -105,8 +110,13 @@ def _parser() -> argparse.ArgumentParser:
     listing.add_argument("--status", choices=[s.value for s in ExecutionStatus])
     listing.add_argument("--tenant")
     listing.add_argument("--limit", type=int, default=50)
+    listing.add_argument("--late", action="store_true",
+                         help="only occurrences that did not start within their grace, each with its late reason")
+    listing.add_argument("--since", help="with --late: scheduled at or after (ISO 8601, or a duration ago: 6h; default "
+                         "24h); with --status failed: failed at or after (ISO 8601)")
+    listing.add_argument("--reason", choices=[r.value for r in LateReason], help="with --late: only this late reason")
     listing.add_argument("--json", action="store_true")
-    _failed_filters(listing, "with --status failed: ")
+    _failed_filters(listing, "with --status failed: ", since=False)
     redrive = executions.add_parser(
         "redrive", help="give failed executions a new attempt budget: by id, or every one matching filters"
     )
@@ -122,10 +132,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _failed_filters(parser: argparse.ArgumentParser, prefix: str) -> None:
+def _failed_filters(parser: argparse.ArgumentParser, prefix: str, *, since: bool = True) -> None:
     parser.add_argument("--task", help=f"{prefix}only executions of this task type")
     parser.add_argument("--error", help=f"{prefix}only those whose last error contains this text (any case)")
-    parser.add_argument("--since", help=f"{prefix}only those that failed at or after this ISO 8601 instant")
+    if since:
+        parser.add_argument("--since", help=f"{prefix}only those that failed at or after this ISO 8601 instant")
     parser.add_argument("--until", help=f"{prefix}only those that failed before this ISO 8601 instant")
 
 
@@ -398,17 +409,92 @@ async def _executions_redrive(args: argparse.Namespace, config: Config) -> None:
         print(f"execution {execution_id} redriven")
     print(f"{len(done.execution_ids)} redriven" + (f", {len(done.not_redriven)} not (job paused or deleted, or "
           "redriven meanwhile)" if done.not_redriven else "") + ("; more match: run it again" if done.more else ""))
+def _since(text: str | None) -> datetime:
+    """--since: an ISO 8601 instant, or a duration meaning that long ago; default 24 h ago."""
+    if text is None:
+        return datetime.now(UTC) - timedelta(days=1)
+    try:
+        return parse_instant(text)
+    except ValueError:
+        pass
+    try:
+        return datetime.now(UTC) - timedelta(seconds=parse_duration_s(text))
+    except ValueError:
+        raise ValidationError("--since", f"{text!r} is neither an ISO 8601 instant with offset nor a duration (6h)") from None
+
+
+async def _executions_late(args: argparse.Namespace, config: Config, job_id: UUID | None) -> None:
+    from schedulerd.late import LateRuns
+
+    if args.status:
+        raise ValidationError("--status", "cannot be combined with --late (use --reason)")
+    since = _since(args.since)
+    async with _Session(config) as jobs:
+        listed = await LateRuns(jobs.store, config).list(
+            since=since, tenant=args.tenant, job_id=job_id, reason=args.reason, limit=args.limit
+        )
+    if args.json:
+        print(json.dumps([{**_jsonable(x.execution), "late_reason": x.why} for x in listed]))
+        return
+    header = ("ID", "JOB", "SCHEDULED_FOR", "STATUS", "LATE_REASON", "STARTED", "LAG", "ATTEMPT", "REASON")
+    rows = [
+        (str(x.execution.id), str(x.execution.job_id)[:8], _time(x.execution.scheduled_for), x.execution.status, x.why,
+         _time(x.execution.first_started_at),
+         f"{(x.execution.first_started_at - x.execution.scheduled_for).total_seconds():.1f}s" if x.execution.first_started_at else "-",
+         str(x.execution.attempt), x.execution.reason or "")
+        for x in listed
+    ]  # fmt: skip
+    print(_table(rows, header) if rows else f"no late or missed occurrences scheduled since {_time(since)}")
+
+
+async def _job_why(args: argparse.Namespace, config: Config) -> None:
+    from schedulerd.late import LateRuns
+
+    job_id = _uuid(args.id, "id")
+    async with _Session(config) as jobs:
+        job = await jobs.get(job_id)
+        at = _parse("--at", lambda text: resolve_at(text, job.timezone, datetime.now(UTC)), args.at)
+        answer = await LateRuns(jobs.store, config).why(job, at)
+        attempts = await jobs.store.attempt_list(answer.execution.id) if answer.execution else []
+    if args.json:
+        print(json.dumps({
+            "job_id": str(job_id), "asked_at": at.isoformat(),
+            "scheduled_for": answer.scheduled_for.isoformat() if answer.scheduled_for else None,
+            "execution": _jsonable(answer.execution) if answer.execution else None,
+            "late_reason": answer.late_reason, "answer": answer.answer,
+            "attempts": [{**_jsonable(a), "duration_s": a.duration_s} for a in attempts],
+        }))  # fmt: skip
+        return
+    local = ZoneInfo(job.timezone)
+    print(f"job {job.id} ({job.cron or job.schedule_kind}, {job.timezone}), asked about {_time(at)}")
+    if answer.scheduled_for is not None:
+        print(f"nearest occurrence   {answer.scheduled_for.astimezone(local).strftime('%Y-%m-%d %H:%M:%S %Z')}  "
+              f"{_time(answer.scheduled_for)}")  # fmt: skip
+    execution = answer.execution
+    if execution is not None:
+        print(f"execution            {execution.id}")
+        print(f"status               {execution.status}" + (f" (reason {execution.reason})" if execution.reason else ""))
+        print(f"attempts             {execution.attempt}; first started {_time(execution.first_started_at)}")
+    print(f"late reason          {answer.late_reason or '-'}")
+    print(f"answer               {answer.answer}")
+    for a in attempts:
+        print(f"  attempt {a.attempt}: {a.outcome} at {_time(a.started_at)} on {a.worker or '-'}"
+              + (f": {(a.error or '').splitlines()[-1][:80]}" if a.error else ""))  # fmt: skip
 
 
 async def _executions_list(args: argparse.Namespace, config: Config) -> None:
     job_id = _uuid(args.job, "--job") if args.job else None
     if not 1 <= args.limit <= 1000:
         raise ValidationError("--limit", f"must be between 1 and 1000, got {args.limit}")
+    if args.late:
+        return await _executions_late(args, config, job_id)
     if args.status == ExecutionStatus.FAILED:
         return await _executions_failed(args, config)
-    for flag in ("task", "error", "since", "until"):
+    for flag in ("task", "error", "until"):
         if getattr(args, flag) is not None:
             raise ValidationError(f"--{flag}", "filters failed executions only: add --status failed")
+    if args.since or args.reason:
+        raise ValidationError("--since" if args.since else "--reason", "applies only with --late or --status failed")
     async with _Session(config) as jobs:
         executions = await jobs.store.execution_list(tenant=args.tenant, job_id=job_id, status=args.status, limit=args.limit)
     if args.json:
@@ -453,11 +539,15 @@ async def _executions_show(args: argparse.Namespace, config: Config) -> None:
 
 
 async def _status(args: argparse.Namespace, config: Config) -> None:
+    from schedulerd.late import LateRuns
+
     async with _Session(config) as jobs:
         overview = await jobs.store.execution_overview()
         horizon, now = await jobs.store.job_horizon()
         replicas = await jobs.store.replica_list(seen_within_s=60)
         lag = await jobs.store.execution_recent_lag(within_s=300)
+        forecast = await LateRuns(jobs.store, config).forecast()
+        late_last_hour = await jobs.store.execution_late_counts(within_s=3600)
         try:
             depth: int | None = await jobs.queue.depth()
         except UNREACHABLE:
@@ -481,6 +571,10 @@ async def _status(args: argparse.Namespace, config: Config) -> None:
         # How far ahead every enabled cron job is written; alert well before this reaches 0.
         "materialiser_horizon_s": -age_s(horizon) if horizon else None,
         "last_hour_by_status": overview["last_hour_by_status"],
+        # Known future load: not yet started and due within each window (scale before it lands).
+        "due_next": dict(zip(map(window_label, forecast.windows_s), forecast.total)),
+        # Occurrences of the last hour that did not start within their grace, by late reason.
+        "late_last_hour_by_reason": late_last_hour,
     }  # fmt: skip
     if args.json:
         print(json.dumps(report))
@@ -550,6 +644,7 @@ COMMANDS = {
     ("job", "trigger"): _job_action,
     ("job", "next"): _job_next,
     ("job", "backfill"): _job_backfill,
+    ("job", "why"): _job_why,
     ("cron", "next"): _cron_next,
     ("executions", "list"): _executions_list,
     ("executions", "show"): _executions_show,

@@ -150,6 +150,21 @@ class BreakerConfig:
 
 
 @dataclass(frozen=True)
+class LateConfig:
+    """Explaining occurrences that did not start within [materialiser].misfire_grace_s."""
+
+    down_after_s: float = 15.0  # a replica silent this long counts as down (scheduler_down); 3 x observe_interval_s (seconds)
+
+
+@dataclass(frozen=True)
+class ForecastConfig:
+    """Known future load: executions due in the next 1, 5, 15 and 60 minutes (schedulerd_due_next)."""
+
+    interval_s: float = 15.0  # how often the observer refreshes the forecast gauges (seconds)
+    top_tenants: int = 20  # tenants with their own label; the rest are summed under tenant="_other"
+
+
+@dataclass(frozen=True)
 class LogConfig:
     level: str = "info"
     format: str = "auto"  # json | console | auto
@@ -170,6 +185,8 @@ class Config:
     api: ApiConfig = field(default_factory=ApiConfig)
     http: HttpConfig = field(default_factory=HttpConfig)
     breaker: BreakerConfig = field(default_factory=BreakerConfig)
+    late: LateConfig = field(default_factory=LateConfig)
+    forecast: ForecastConfig = field(default_factory=ForecastConfig)
     log: LogConfig = field(default_factory=LogConfig)
 
     def validate(self) -> None:
@@ -213,6 +230,13 @@ class Config:
         if not self.http.timeout_s > 0 or self.http.excerpt_bytes < 0:
             raise ConfigError(f"http.timeout_s must be above 0 and http.excerpt_bytes at least 0, got "
                               f"{self.http.timeout_s} and {self.http.excerpt_bytes}")
+        if not (self.late.down_after_s > 0 and self.forecast.interval_s > 0) or self.forecast.top_tenants < 0:
+            raise ConfigError(f"late.down_after_s and forecast.interval_s must be above 0 and forecast.top_tenants at "
+                              f"least 0, got {self.late.down_after_s}, {self.forecast.interval_s} and {self.forecast.top_tenants}")
+        if self.late.down_after_s <= self.daemon.observe_interval_s:
+            # Replicas report every observe_interval_s: a shorter silence is not a sign of death.
+            raise ConfigError(f"late.down_after_s ({self.late.down_after_s}) must exceed daemon.observe_interval_s "
+                              f"({self.daemon.observe_interval_s})")
         if not self.api.rate_window_s > 0:
             raise ConfigError(f"api.rate_window_s must be above 0, got {self.api.rate_window_s}")
 

@@ -72,7 +72,9 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
     worker_id = config.daemon.resolved_worker_id()
     services: dict[str, Any] = {}
     if "materialiser" in config.daemon.roles:
-        materialiser = Materialiser(store, queue, config.materialiser, dispatch_horizon_s=config.dispatcher.horizon_s)
+        materialiser = Materialiser(
+            store, queue, config.materialiser, dispatch_horizon_s=config.dispatcher.horizon_s, late_config=config.late
+        )
         services["materialiser"] = materialiser
         # Judge missed occurrences before this process's worker can start any of them late.
         try:
@@ -90,7 +92,7 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
         services["worker"] = Worker(
             store, queue, config.worker, worker_id,
             horizon_s=config.dispatcher.horizon_s, on_epoch_lost=sweeper.request_reconcile,
-            breaker_config=config.breaker,
+            breaker_config=config.breaker, late_grace_s=config.materialiser.misfire_grace_s, late_config=config.late,
         )  # fmt: skip
     if config.api.enabled:  # the HTTP API and dashboard, on this same event loop
         from schedulerd.api import create_app

@@ -23,8 +23,9 @@ import structlog
 from schedulerd import metrics, registry
 from schedulerd.clock import Clock, system
 from schedulerd.config import Config
-from schedulerd.core.ids import execution_id
 from schedulerd.core.backfill import check_range, plan_backfill
+from schedulerd.core.ids import execution_id
+from schedulerd.core.late import LateReason
 from schedulerd.core.misfire import MisfirePolicy
 from schedulerd.core.schedule import CronSchedule, ScheduleError, smear_offset_s
 from schedulerd.errors import NotFoundError, ValidationError
@@ -222,7 +223,9 @@ class Jobs:
         async with self.store.transaction() as tx:
             job = await tx.job_insert(values)
             if job.schedule_kind == "cron":
-                done = await materialise_jobs(tx, [job], await tx.clock_now(), self.config.materialiser, horizon_s)
+                done = await materialise_jobs(
+                    tx, [job], await tx.clock_now(), self.config.materialiser, horizon_s, late_config=self.config.late
+                )
                 executions, enqueue = done.executions, done.enqueue
             else:
                 assert job.run_at is not None
@@ -263,7 +266,9 @@ class Jobs:
         return job, cancelled
 
     async def resume(self, job_id: UUID, tenant: str | None = None) -> Job:
-        """Start a paused cron job again from now (the paused stretch is not caught up)."""
+        """Start a paused cron job again from now (the paused stretch is not caught up). The
+        occurrences the pause covered are counted as late with reason paused (all of them, also
+        those never written because they lay past the materialiser's horizon)."""
         current = await self.get(job_id, tenant)
         if current.schedule_kind != "cron":
             raise ValidationError("id", "only recurring (cron) jobs can be resumed; create a new one-off job instead")
@@ -273,8 +278,16 @@ class Jobs:
             if job is None:
                 raise NotFoundError(f"job {job_id} not found")
             revived = await tx.execution_revive_for_job(job_id, self.config.dispatcher.horizon_s)
-            done = await materialise_jobs(tx, [job], now, self.config.materialiser, self.config.dispatcher.horizon_s)
+            done = await materialise_jobs(
+                tx, [job], now, self.config.materialiser, self.config.dispatcher.horizon_s, late_config=self.config.late
+            )
         await self._enqueue(queued(revived) + done.enqueue)
+        if not current.enabled and current.cron is not None:
+            # updated_at of a paused job is when it was paused (pause is its last change); counted
+            # at most lookback_s back, as far as the materialiser would have looked.
+            since = max(current.updated_at, now - timedelta(seconds=self.config.materialiser.lookback_s))
+            paused_over = CronSchedule(current.cron, current.timezone).occurrences(since, now)
+            metrics.LATE.labels(LateReason.PAUSED).inc(len(paused_over))
         return job
 
     async def delete(self, job_id: UUID, tenant: str | None = None) -> tuple[Job, int]:

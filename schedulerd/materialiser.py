@@ -18,8 +18,8 @@ from uuid import UUID
 import structlog
 
 from schedulerd import metrics
-from schedulerd.config import MaterialiserConfig
-from schedulerd.core import misfire
+from schedulerd.config import LateConfig, MaterialiserConfig
+from schedulerd.core import late, misfire
 from schedulerd.core.ids import execution_id as new_execution_id
 from schedulerd.core.materialise import ALIGN_S, plan
 from schedulerd.core.schedule import CronSchedule
@@ -46,11 +46,15 @@ class Judgement:
 
 
 async def judge_misfires(
-    tx: Store, config: MaterialiserConfig, job_ids: list[UUID] | None = None, replay_slot: int = 0
-) -> Judgement:
+    tx: Store, config: MaterialiserConfig, job_ids: list[UUID] | None = None, replay_slot: int = 0,
+    late_config: LateConfig | None = None,
+) -> Judgement:  # fmt: skip
     """Apply each job's misfire policy to its missed occurrences (of these jobs, when given).
-    Late runs are released at replay_per_s, starting from slot `replay_slot` of this pass."""
-    rows = await tx.execution_missed(config.misfire_grace_s, config.misfire_batch_size, job_ids)
+    Late runs are released at replay_per_s, starting from slot `replay_slot` of this pass. Each
+    missed occurrence records why it was missed (core/late.py: scheduler_down, misfire_skip, backlog)."""
+    down_after_s = (late_config or LateConfig()).down_after_s
+    rows = await tx.execution_missed(config.misfire_grace_s, config.misfire_batch_size, job_ids, down_after_s=down_after_s)
+    down = {r["id"]: r["scheduler_down"] for r in rows}
     groups = [list(g) for _, g in itertools.groupby(rows, key=lambda r: r["job_id"])]
     if len(rows) == config.misfire_batch_size and len(groups) > 1:
         groups.pop()  # the last job's group may be cut by the LIMIT: judge it next pass, whole
@@ -60,14 +64,20 @@ async def judge_misfires(
         decision = misfire.decide(group[0]["misfire_policy"], [r["id"] for r in group], group[0]["catch_up_limit"])
         to_skip.extend(decision.skip)
         to_run.extend(decision.run)
-    skipped = await tx.execution_skip_many(to_skip) if to_skip else set()
+    skips = [(i, late.for_misfire(down[i], runs_late=False).value) for i in to_skip]
+    skipped = await tx.execution_skip_many(skips) if skips else {}
     delays = misfire.replay_delays_s(replay_slot + len(to_run), config.replay_per_s)[replay_slot:]
-    replays = await tx.execution_replay_many(list(zip(to_run, delays))) if to_run else []
+    runs = [(i, d, late.for_misfire(down[i], runs_late=True).value) for i, d in zip(to_run, delays)]
+    replayed = await tx.execution_replay_many(runs) if runs else []
     metrics.MISFIRES.labels("skipped").inc(len(skipped))
-    metrics.MISFIRES.labels("replayed").inc(len(replays))
-    if skipped or replays:
-        log.warning("materialiser.misfired", skipped=len(skipped), replayed=len(replays), jobs=len(groups))
-    return Judgement(skipped, replays)
+    metrics.MISFIRES.labels("replayed").inc(len(replayed))
+    for reason in [*skipped.values(), *(r for _, r in replayed)]:
+        metrics.LATE.labels(reason).inc()
+    if skipped or replayed:
+        while_down = sum(down[i] for i in skipped) + sum(down[e.execution_id] for e, _ in replayed)
+        log.warning("materialiser.misfired", skipped=len(skipped), replayed=len(replayed), jobs=len(groups),
+                    scheduler_down=while_down)  # fmt: skip
+    return Judgement(set(skipped), [e for e, _ in replayed])
 
 
 @dataclass(frozen=True)
@@ -79,7 +89,8 @@ class Materialised:
 
 
 async def materialise_jobs(
-    tx: Store, jobs: list[Job], now: datetime, config: MaterialiserConfig, dispatch_horizon_s: float, replay_slot: int = 0
+    tx: Store, jobs: list[Job], now: datetime, config: MaterialiserConfig, dispatch_horizon_s: float, replay_slot: int = 0,
+    late_config: LateConfig | None = None,
 ) -> Materialised:
     """Write these jobs' next occurrences and advance their cursors, inside the caller's
     transaction: one INSERT and one cursor UPDATE for the whole batch."""
@@ -105,7 +116,7 @@ async def materialise_jobs(
     missed_jobs = list({e.job_id for e in executions if e.due_at < missed_by})
     if not missed_jobs:
         return Materialised(executions, list(enqueue.values()))
-    judgement = await judge_misfires(tx, config, missed_jobs, replay_slot)
+    judgement = await judge_misfires(tx, config, missed_jobs, replay_slot, late_config)
     for execution_id in judgement.skipped:
         enqueue.pop(execution_id, None)
     enqueue.update((r.execution_id, r) for r in judgement.replays)
@@ -113,8 +124,12 @@ async def materialise_jobs(
 
 
 class Materialiser:
-    def __init__(self, store: Store, queue: DelayQueue, config: MaterialiserConfig, *, dispatch_horizon_s: float) -> None:
+    def __init__(
+        self, store: Store, queue: DelayQueue, config: MaterialiserConfig, *, dispatch_horizon_s: float,
+        late_config: LateConfig | None = None,
+    ) -> None:  # fmt: skip
         self.store = store
+        self.late_config = late_config or LateConfig()
         self.queue = queue
         self.config = config
         self.dispatch_horizon_s = dispatch_horizon_s
@@ -130,7 +145,7 @@ class Materialiser:
                 due, now = await tx.job_due_for_materialising(behind_s, self.config.batch_size)
                 if due:
                     assert now is not None
-                    done = await materialise_jobs(tx, due, now, self.config, self.dispatch_horizon_s, replayed)
+                    done = await materialise_jobs(tx, due, now, self.config, self.dispatch_horizon_s, replayed, self.late_config)
                     written, skipped, replayed = written + len(done.executions), skipped + done.skipped, replayed + done.replayed
                     enqueue.extend(done.enqueue)
             if enqueue:
@@ -138,7 +153,7 @@ class Materialiser:
             jobs += len(due)
             if len(due) < self.config.batch_size:
                 break
-        judgement = await judge_misfires(self.store, self.config, replay_slot=replayed)
+        judgement = await judge_misfires(self.store, self.config, replay_slot=replayed, late_config=self.late_config)
         if judgement.replays:
             await self.queue.add(judgement.replays, only_new=False)
         result = MaterialiseResult(jobs, written, skipped + len(judgement.skipped), replayed + len(judgement.replays))

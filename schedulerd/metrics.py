@@ -76,3 +76,16 @@ BREAKER_TRANSITIONS = Counter(
 # replica, or a CLI run, which has no /metrics).
 BACKFILLED = Counter("schedulerd_backfilled_occurrences_total", "Executions created by backfills")
 REDRIVEN = Counter("schedulerd_redriven_executions_total", "Failed executions redriven with a new attempt budget")
+# Issue 9: late and missed occurrences, and known future load.
+LATE = Counter(
+    "schedulerd_late_occurrences_total",
+    "Occurrences whose first attempt did not start within the grace (or never started), by late reason "
+    "(scheduler_down, backlog, misfire_skip, overlap, paused, breaker_open, tenant_cap); each counted once",
+    ["reason"],
+)
+DUE_NEXT = Gauge(
+    "schedulerd_due_next",
+    "Executions not yet started that fall due within the window (1m, 5m, 15m, 60m), by tenant "
+    "(the top [forecast].top_tenants, the rest summed as _other; sum over tenants = total)",
+    ["window", "tenant"],
+)

@@ -93,6 +93,7 @@ class Execution(_Row):
     reason: str | None  # why it was skipped or cancelled, or 'late_replay', or 'redrive'
     origin: str  # scheduled | trigger | backfill: what made this occurrence
     redrives: int  # times it was redriven after failing (each gave it a new attempt budget)
+    late_reason: str | None  # why it did not start within its grace (core/late.py LateReason), if it did not
 
 
 @dataclass(frozen=True)
@@ -208,3 +209,24 @@ class TenantStats:
     lag_p99_s: float | None
     lag_max_s: float | None
     started: int
+
+
+@dataclass(frozen=True)
+class LateExecution:
+    """An occurrence that did not start within its grace, and why (recorded, or implied now)."""
+
+    execution: Execution
+    why: str  # a core/late.py LateReason value
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """Executions due in the next windows (seconds, narrowest first), per tenant; counts in window order."""
+
+    now: datetime
+    windows_s: tuple[int, ...]
+    by_tenant: dict[str, tuple[int, ...]]
+
+    @property
+    def total(self) -> tuple[int, ...]:
+        return tuple(sum(column) for column in zip(*self.by_tenant.values())) if self.by_tenant else (0,) * len(self.windows_s)

@@ -2,8 +2,9 @@
 report this replica as alive in Postgres (schedulerd status lists replicas seen recently).
 
 Measures: round trips to Postgres and Redis, this host's clock skew against each, queue depth
-and the age of its earliest entry, executions due within the dispatch horizon, and the
-materialiser horizon. A failing measurement is skipped, never fatal.
+and the age of its earliest entry, executions due within the dispatch horizon, the
+materialiser horizon, and (every [forecast].interval_s) the known future load: executions due in
+the next 1, 5, 15 and 60 minutes per tenant. A failing measurement is skipped, never fatal.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import structlog
 
 from schedulerd import metrics
 from schedulerd.config import Config
+from schedulerd.core import late
 from schedulerd.loops import every
 from schedulerd.queue import UNREACHABLE, DelayQueue
 from schedulerd.store import Store
@@ -34,6 +36,8 @@ class Observer:
         self.config = config
         self.worker_id = worker_id
         self.started_at = datetime.now(UTC)
+        self._forecast_due = 0.0  # monotonic time of the next forecast refresh
+        self._forecast_labels: set[tuple[str, str]] = set()  # (window, tenant) label sets published last
 
     async def run_once(self) -> None:
         await self._measure_postgres()
@@ -55,6 +59,27 @@ class Observer:
         horizon, now = await self.store.job_horizon()
         if horizon is not None:
             metrics.HORIZON.set((horizon - now).total_seconds())
+        if time.monotonic() >= self._forecast_due:
+            self._forecast_due = time.monotonic() + self.config.forecast.interval_s
+            await self.refresh_forecast()
+
+    async def refresh_forecast(self) -> None:
+        """Publish schedulerd_due_next{window, tenant}: the tenants with most due within 60 minutes,
+        the rest summed as _other. Label sets that dropped out are removed only after the new
+        values are set, so a scrape never sees a tenant's series missing mid-refresh."""
+        forecast = await self.store.execution_due_forecast(late.FORECAST_WINDOWS_S)
+        capped = late.cap_tenants(forecast.by_tenant, self.config.forecast.top_tenants)
+        if not capped:  # nothing due: publish zeros rather than no series, so "sum" reads 0
+            capped = {late.OTHER_TENANTS: (0,) * len(forecast.windows_s)}
+        published: set[tuple[str, str]] = set()
+        for tenant, counts in capped.items():
+            for window_s, count in zip(forecast.windows_s, counts):
+                labels = (late.window_label(window_s), tenant)
+                metrics.DUE_NEXT.labels(*labels).set(count)
+                published.add(labels)
+        for labels in self._forecast_labels - published:
+            metrics.DUE_NEXT.remove(*labels)
+        self._forecast_labels = published
 
     async def _measure_redis(self) -> None:
         sent = time.time()

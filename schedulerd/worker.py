@@ -18,15 +18,15 @@ import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 import structlog
 
 from schedulerd import faults, health, metrics, registry
-from schedulerd.config import BreakerConfig, WorkerConfig
-from schedulerd.core import breaker
+from schedulerd.config import BreakerConfig, LateConfig, WorkerConfig
+from schedulerd.core import breaker, late
 from schedulerd.core.backoff import after_failure
 from schedulerd.core.limits import admit
 from schedulerd.errors import ValidationError
@@ -86,8 +86,13 @@ class Worker:
         on_epoch_lost: Callable[[], None] = lambda: None,
         rng: random.Random | None = None,
         breaker_config: BreakerConfig | None = None,
+        late_grace_s: float = 60.0,
+        late_config: LateConfig | None = None,
     ) -> None:
         self.store = store
+        # A first attempt starting this long after its due time is late ([materialiser].misfire_grace_s).
+        self.late_grace = timedelta(seconds=late_grace_s)
+        self.late_config = late_config or LateConfig()
         self.breaker_config = breaker_config or BreakerConfig()
         self.breakers = Breakers(queue.client, queue.prefix)
         self._breaker_states: dict[str, breaker.BreakerState] = {}  # tripped or failing, as of the last pop
@@ -166,6 +171,11 @@ class Worker:
         return len(self.running) - self._slow_running
 
     async def _admit(self, claims: list[Claim]) -> int:
+        started = await self._admit_and_start(claims)
+        await self._note_late(started)
+        return len(started)
+
+    async def _admit_and_start(self, claims: list[Claim]) -> list[Claim]:
         """Start the claims that fit the per-task limits and the slow pool; hand the rest back.
 
         The claim comes before we know an execution's task (Redis holds only ids), so a task at
@@ -183,6 +193,23 @@ class Worker:
             delays = [self.config.defer_s * self.rng.uniform(0.5, 1.0) for _ in deferred]
             await self._park(deferred, delays, "task_limit")
         return self._start([c for c, ok in zip(claims, verdicts) if ok])
+
+    async def _note_late(self, claims: list[Claim]) -> None:
+        """Record why first attempts that started past their grace were late. Costs nothing while
+        work starts on time: the statement is sent only when such a claim exists. Best effort (it
+        explains, it does not steer), so a failure is logged and the handlers run on."""
+        # due_at, not scheduled_for: a smeared occurrence is due at its offset. A park moves due_at,
+        # but a park that makes an occurrence late records that itself (execution_park_many).
+        late_ids = [c.id for c in claims if c.attempt == 1 and c.started_at - c.due_at > self.late_grace]
+        if not late_ids:
+            return
+        try:
+            marked = await self.store.execution_mark_late_many(late_ids, self.late_config.down_after_s)
+        except TRANSIENT_ERRORS as exc:
+            log.warning("worker.late_mark_failed", count=len(late_ids), error=f"{type(exc).__name__}: {exc}")
+            return
+        for reason in marked.values():
+            metrics.LATE.labels(reason).inc()
 
     def _see_breakers(self, states: dict[str, str]) -> None:
         """Keep the breakers the pop returned; the gauge follows them."""
@@ -251,7 +278,11 @@ class Worker:
     async def _park(self, claims: list[Claim], delays_s: list[float], reason: str) -> None:
         """Give claims back without running them: queued again after their delay, attempt not
         used up, no attempt recorded (reason says why). Lost writes fall back to the lease expiry."""
-        back = await self.store.execution_park_many([(c.id, c.fence) for c in claims], delays_s, reason)
+        back, newly_late = await self.store.execution_park_many(
+            [(c.id, c.fence) for c in claims], delays_s, reason,
+            late_grace_s=self.late_grace.total_seconds(), late_reason=late.for_park(reason).value,
+        )  # fmt: skip
+        metrics.LATE.labels(late.for_park(reason).value).inc(newly_late)
         for claim in claims:
             metrics.PARKED.labels(claim.task, reason).inc()
         self.stats.parked += len(back)
@@ -260,7 +291,7 @@ class Worker:
         except UNREACHABLE:  # recorded in Postgres: the fallback claim or the sweeper brings them back
             log.warning("worker.park_enqueue_failed", count=len(back))
 
-    def _start(self, claims: list[Claim]) -> int:
+    def _start(self, claims: list[Claim]) -> list[Claim]:
         self.stats.claimed += len(claims)
         for task, count in collections.Counter(claim.task for claim in claims).items():
             metrics.attempts(task).inc(count)  # per batch: each inc takes a lock
@@ -272,7 +303,7 @@ class Worker:
             self.running[claim.id] = running
             running.task = asyncio.create_task(self._execute(running))  # unnamed: naming cost 4% of a busy worker
         metrics.IN_FLIGHT.set(len(self.running))
-        return len(claims)
+        return claims
 
     def sleep_s(self) -> float:
         """Until the earliest queued due time, capped by poll_max_s."""

@@ -161,7 +161,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 
 def create_app(jobs: Jobs, store: Store, queue: DelayQueue, config: Config) -> FastAPI:
     """The API and dashboard over these services (the daemon's own, or a test's)."""
-    from schedulerd.api import ops, routes
+    from schedulerd.api import late_routes, ops, routes
 
     registry.load_modules(config.daemon.task_modules)
     services = Services(jobs, store, queue, config, Tenants(store), RequestCounter(queue.client, config.redis.prefix))
@@ -188,8 +188,9 @@ def create_app(jobs: Jobs, store: Store, queue: DelayQueue, config: Config) -> F
         docs_url="/docs", redoc_url=None, responses=ERRORS,
     )  # fmt: skip
     _install_error_handlers(app)
+    app.include_router(late_routes.router(services, caller))  # first: /v1/executions/late is not an execution id
     app.include_router(routes.router(services, caller))
-    app.include_router(ops.router(store, queue))
+    app.include_router(ops.router(store, queue, top_tenants=config.forecast.top_tenants))
     app.mount("/dashboard", StaticFiles(directory=DASHBOARD_DIR), name="dashboard")
 
     @app.get("/", include_in_schema=False)

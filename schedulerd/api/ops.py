@@ -1,7 +1,8 @@
-"""Operator endpoints: /metrics (Prometheus), /healthz (the process answers) and /readyz
-(Postgres and Redis answer, the schema is current, every loop ticked recently). No token: bind
-the API to a private address; these reveal no tenant's jobs. They are left out of /openapi.json,
-which documents the tenant API.
+"""Operator endpoints: /metrics (Prometheus), /healthz (the process answers), /readyz
+(Postgres and Redis answer, the schema is current, every loop ticked recently) and /forecast
+(executions due in the next 1, 5, 15 and 60 minutes, for autoscalers). No token: bind the API to
+a private address; these reveal no tenant's jobs (/forecast and /metrics name the busiest tenants,
+no more). They are left out of /openapi.json, which documents the tenant API.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from schedulerd import health
+from schedulerd.core import late
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store
 from schedulerd.store.store import MIGRATIONS_DIR
@@ -21,8 +23,20 @@ from schedulerd.store.store import MIGRATIONS_DIR
 CHECK_TIMEOUT_S = 2.0
 
 
-def router(store: Store, queue: DelayQueue) -> APIRouter:
+def router(store: Store, queue: DelayQueue, *, top_tenants: int = 20) -> APIRouter:
     ops = APIRouter()
+
+    @ops.get("/forecast", include_in_schema=False)
+    async def forecast() -> dict[str, Any]:
+        """Fleet-wide: the total per window, and the top tenants (the rest summed as _other)."""
+        result = await store.execution_due_forecast(late.FORECAST_WINDOWS_S)
+        labels = [late.window_label(w) for w in result.windows_s]
+        capped = late.cap_tenants(result.by_tenant, top_tenants)
+        return {
+            "now": result.now.isoformat(), "windows_s": list(result.windows_s),
+            "total": dict(zip(labels, result.total)),
+            "by_tenant": {tenant: dict(zip(labels, counts)) for tenant, counts in capped.items()},
+        }  # fmt: skip
 
     @ops.get("/metrics", include_in_schema=False)
     async def metrics() -> Response:

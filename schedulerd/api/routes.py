@@ -55,6 +55,7 @@ def execution_view(execution: Execution) -> dict[str, Any]:
         "last_error": execution.last_error,
         "start_lag_s": (started - execution.scheduled_for).total_seconds() if started else None,
         "origin": execution.origin, "redrives": execution.redrives,
+        "late_reason": execution.late_reason,
     }  # fmt: skip
 
 

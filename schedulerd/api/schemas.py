@@ -10,6 +10,7 @@ from uuid import UUID
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 
 from schedulerd.core.durations import parse_instant
+from schedulerd.core.late import LateReason
 from schedulerd.models import ExecutionStatus
 
 
@@ -27,6 +28,8 @@ Instant = Annotated[datetime, BeforeValidator(_instant)]
 Status = Literal["pending", "queued", "running", "succeeded", "failed", "skipped", "cancelled"]
 assert set(Status.__args__) == set(ExecutionStatus)  # type: ignore[attr-defined]
 Seconds = Annotated[StrictFloat, Field(allow_inf_nan=False)]
+LateReasonName = Literal["scheduler_down", "backlog", "misfire_skip", "overlap", "paused", "breaker_open", "tenant_cap"]
+assert set(LateReasonName.__args__) == set(LateReason)  # type: ignore[attr-defined]
 
 
 class _Input(BaseModel):
@@ -165,6 +168,7 @@ class Execution(BaseModel):
     start_lag_s: float | None = Field(None, description="first start minus scheduled time")
     origin: Literal["scheduled", "trigger", "backfill"] = Field("scheduled", description="what made this occurrence")
     redrives: int = Field(0, description="times it was redriven after failing, each with a new attempt budget")
+    late_reason: LateReasonName | None = Field(None, description="why it did not start within its grace, if it did not")
 
 
 class Attempt(BaseModel):
@@ -250,3 +254,39 @@ class Overview(BaseModel):
     window_s: float = Field(..., description="the span the next two fields cover")
     start_lag: StartLag
     runs_by_status: dict[str, int]
+
+
+class LateExecution(Execution):
+    late_reason: LateReasonName = Field(..., description="recorded, or (still waiting) the reason it would get now")
+
+
+class LatePage(BaseModel):
+    """Occurrences that did not start within [materialiser].misfire_grace_s, newest scheduled first."""
+
+    items: list[LateExecution]
+    since: datetime = Field(..., description="scheduled at or after this instant")
+
+
+class WhyAnswer(BaseModel):
+    """Why didn't the job run at the instant asked about?"""
+
+    job_id: UUID
+    asked_at: datetime
+    scheduled_for: datetime | None = Field(None, description="the job's occurrence nearest to asked_at (none within a day: null)")
+    execution: ExecutionDetail | None = Field(None, description="that occurrence's execution, with every attempt")
+    late_reason: LateReasonName | None = Field(None, description="why it did not start within its grace")
+    answer: str = Field(..., description="the explanation, for a person")
+
+
+class ForecastWindow(BaseModel):
+    window: Literal["1m", "5m", "15m", "60m"]
+    seconds: int
+    due: int = Field(..., description="executions not yet started that fall due within the window")
+
+
+class Forecast(BaseModel):
+    """Known future load: this tenant's executions due in the next 1, 5, 15 and 60 minutes."""
+
+    tenant: str
+    now: datetime
+    windows: list[ForecastWindow]

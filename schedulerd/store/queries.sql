@@ -80,15 +80,17 @@ ON CONFLICT (job_id, scheduled_for, origin) DO NOTHING
 RETURNING *;
 
 -- name: execution_cancel_for_job
--- Cancel a job's executions that have not started (pause, delete); $2 is the reason.
-UPDATE executions SET status = 'cancelled', reason = $2, finished_at = clock_timestamp()
+-- Cancel a job's executions that have not started (pause, delete); $2 is the reason. A pause is
+-- also the late reason of each (resume clears it from the future ones it revives).
+UPDATE executions SET status = 'cancelled', reason = $2, finished_at = clock_timestamp(),
+       late_reason = CASE WHEN $2 = 'paused' THEN coalesce(late_reason, 'paused') ELSE late_reason END
 WHERE job_id = $1 AND status IN ('pending', 'queued')
 RETURNING id;
 
 -- name: execution_revive_for_job
 -- On resume, give back the future slots a pause cancelled (their unique slot would otherwise
 -- block re-materialising): pending again, or queued when inside the dispatch horizon ($2 s).
-UPDATE executions SET reason = NULL, finished_at = NULL,
+UPDATE executions SET reason = NULL, finished_at = NULL, late_reason = NULL,
        status = CASE WHEN due_at <= clock_timestamp() + make_interval(secs => $2) THEN 'queued' ELSE 'pending' END,
        enqueued_at = CASE WHEN due_at <= clock_timestamp() + make_interval(secs => $2) THEN clock_timestamp() END
 WHERE job_id = $1 AND status = 'cancelled' AND reason = 'paused' AND scheduled_for > clock_timestamp()
@@ -98,8 +100,12 @@ RETURNING *;
 -- Unstarted first attempts of cron jobs overdue by more than the grace ($1 seconds), grouped by
 -- job, oldest first, at most $2 (of the jobs in $3 only, when given): input to the misfire policy.
 -- Rows already replayed late or redriven (reason set), manual triggers and backfills (late on
--- purpose) are excluded.
-SELECT e.id, e.job_id, e.scheduled_for, j.misfire_policy, j.catch_up_limit
+-- purpose) are excluded. scheduler_down: no replica with the worker role was alive at the
+-- scheduled time (none had started, or all had been silent for more than $4 seconds): the
+-- replicas table is the fleet's heartbeat record.
+SELECT e.id, e.job_id, e.scheduled_for, j.misfire_policy, j.catch_up_limit,
+       NOT EXISTS (SELECT 1 FROM replicas r WHERE 'worker' = ANY(r.roles) AND r.started_at <= e.scheduled_for
+                     AND r.last_seen_at >= e.scheduled_for - make_interval(secs => $4)) AS scheduler_down
 FROM executions e JOIN jobs j ON j.id = e.job_id
 WHERE e.status IN ('pending', 'queued') AND e.attempt = 0 AND e.reason IS NULL AND e.origin = 'scheduled'
   AND e.due_at < clock_timestamp() - make_interval(secs => $1) AND j.schedule_kind = 'cron'
@@ -108,22 +114,26 @@ ORDER BY e.job_id, e.scheduled_for
 LIMIT $2;
 
 -- name: execution_skip_many
--- Mark missed occurrences skipped by the misfire policy, unless one was claimed meanwhile.
--- Returns the ids skipped. [$2, $3) bounds their scheduled_for (the partitions to visit).
-UPDATE executions SET status = 'skipped', reason = 'misfire_skip', finished_at = clock_timestamp()
-WHERE id = ANY($1::uuid[]) AND status IN ('pending', 'queued') AND attempt = 0
-  AND scheduled_for >= $2 AND scheduled_for < $3
-RETURNING id;
+-- Mark missed occurrences skipped by the misfire policy, unless one was claimed meanwhile, each
+-- with its late reason ($2). Returns the ids skipped and the late reason each carries. [$3, $4)
+-- bounds their scheduled_for (the partitions to visit).
+UPDATE executions e SET status = 'skipped', reason = 'misfire_skip', finished_at = clock_timestamp(),
+       late_reason = coalesce(e.late_reason, s.late_reason)
+FROM unnest($1::uuid[], $2::text[]) AS s(id, late_reason)
+WHERE e.id = s.id AND e.status IN ('pending', 'queued') AND e.attempt = 0
+  AND e.scheduled_for >= $3 AND e.scheduled_for < $4
+RETURNING e.id, e.late_reason;
 
 -- name: execution_replay_many
 -- Let missed occurrences run late, spread by the given delays (seconds) so a recovery is not a
--- second outage. Returns them for ZADD at their new due times. [$3, $4) bounds scheduled_for.
+-- second outage, each with its late reason ($3). Returns them for ZADD at their new due times.
+-- [$4, $5) bounds scheduled_for.
 UPDATE executions e SET status = 'queued', reason = 'late_replay', enqueued_at = clock_timestamp(),
-       due_at = clock_timestamp() + make_interval(secs => r.delay_s)
-FROM unnest($1::uuid[], $2::float8[]) AS r(id, delay_s)
+       due_at = clock_timestamp() + make_interval(secs => r.delay_s), late_reason = coalesce(e.late_reason, r.late_reason)
+FROM unnest($1::uuid[], $2::float8[], $3::text[]) AS r(id, delay_s, late_reason)
 WHERE e.id = r.id AND e.status IN ('pending', 'queued') AND e.attempt = 0
-  AND e.scheduled_for >= $3 AND e.scheduled_for < $4
-RETURNING e.id, e.due_at, e.tenant;
+  AND e.scheduled_for >= $4 AND e.scheduled_for < $5
+RETURNING e.id, e.due_at, e.tenant, e.late_reason;
 
 -- name: execution_get
 -- One execution by id; [$2, $3) bounds its scheduled_for (from the id, when it carries it).
@@ -424,14 +434,22 @@ SELECT migration_id FROM _yoyo_migration;
 -- limit, or an open circuit breaker. Queued again, due after their delay ($3 seconds), attempt not
 -- used up, no attempt recorded; reason $4 (task_limit | breaker_open) says why, and keeps a parked
 -- cron occurrence from being judged a misfire. A first attempt's start time is cleared: it never
--- started (a redriven execution's attempt 1 is not its first: it keeps it). [$5, $6) bounds scheduled_for.
+-- started (a redriven execution's attempt 1 is not its first: it keeps it).
+-- A first attempt whose new due time is past its grace ($5 s, counted from scheduled_for plus the
+-- job's smearing window: repeated parks do not drift) gets late reason $6 if it has none;
+-- newly_late says which did, for the metric (the self-join reads the value before this update).
+-- [$7, $8) bounds scheduled_for.
 UPDATE executions e SET status = 'queued', attempt = e.attempt - 1, reason = $4,
        due_at = clock_timestamp() + make_interval(secs => p.delay_s), enqueued_at = clock_timestamp(),
-       lease_until = NULL,
-       first_started_at = CASE WHEN e.attempt = 1 AND e.redrives = 0 THEN NULL ELSE e.first_started_at END
-FROM unnest($1::uuid[], $2::bigint[], $3::float8[]) AS p(id, fence, delay_s)
-WHERE e.id = p.id AND e.fence = p.fence AND e.status = 'running' AND e.scheduled_for >= $5 AND e.scheduled_for < $6
-RETURNING e.id, e.due_at, e.tenant;
+       lease_until = NULL, first_started_at = CASE WHEN e.attempt = 1 AND e.redrives = 0 THEN NULL ELSE e.first_started_at END,
+       late_reason = CASE WHEN e.late_reason IS NULL AND e.attempt = 1
+                           AND clock_timestamp() + make_interval(secs => p.delay_s)
+                               > e.scheduled_for + make_interval(secs => j.window_s + $5)
+                          THEN $6 ELSE e.late_reason END
+FROM unnest($1::uuid[], $2::bigint[], $3::float8[]) AS p(id, fence, delay_s), executions before, jobs j
+WHERE e.id = p.id AND e.fence = p.fence AND e.status = 'running' AND before.id = p.id AND j.id = e.job_id
+  AND e.scheduled_for >= $7 AND e.scheduled_for < $8 AND before.scheduled_for >= $7 AND before.scheduled_for < $8
+RETURNING e.id, e.due_at, e.tenant, (before.late_reason IS NULL AND e.late_reason IS NOT NULL) AS newly_late;
 
 -- name: maintenance_lock
 -- Retention runs on one replica at a time: a transaction-scoped advisory lock (held: false when
@@ -518,3 +536,92 @@ SELECT id, status, due_at, tenant FROM redriven;
 -- name: redrive_list
 -- Every redrive of one execution, oldest first.
 SELECT * FROM redrives WHERE execution_id = $1 ORDER BY fence;
+
+-- name: execution_mark_late_many
+-- First attempts that started past their grace after their due time (seen at claim): record why, unless
+-- a reason is already recorded (the misfire judge's, a park's). A parked one takes its park's
+-- reason; otherwise scheduler_down when no worker replica was alive at the scheduled time
+-- (silent over $2 s), else backlog. Returns those marked now, for the metric. [$3, $4) bounds
+-- their scheduled_for.
+UPDATE executions e SET late_reason = CASE e.reason WHEN 'breaker_open' THEN 'breaker_open' WHEN 'task_limit' THEN 'tenant_cap'
+       ELSE CASE WHEN EXISTS (SELECT 1 FROM replicas r WHERE 'worker' = ANY(r.roles) AND r.started_at <= e.scheduled_for
+                     AND r.last_seen_at >= e.scheduled_for - make_interval(secs => $2)) THEN 'backlog' ELSE 'scheduler_down' END END
+WHERE e.id = ANY($1::uuid[]) AND e.late_reason IS NULL AND e.scheduled_for >= $3 AND e.scheduled_for < $4
+RETURNING e.id, e.late_reason;
+
+-- name: execution_late_page
+-- Occurrences that did not start within their grace ($1 s), newest scheduled first, scheduled in
+-- [$4, now - grace), optionally of tenant $2, job $3 and late reason $5, at most $6: rows with a
+-- recorded late reason (executions_late index), then first attempts still waiting past their
+-- grace with none recorded yet (the due indexes), given the reason they would get now ($7: the
+-- replica silence that counts as down, seconds). The waiting ones are cut to $6 before their
+-- reason is worked out, unless that reason is the filter: a backlog of 100,000 costs a top-N sort.
+WITH bounds AS (SELECT clock_timestamp() - make_interval(secs => $1) AS late_before),
+waiting AS (
+    SELECT * FROM (
+        SELECT e.* FROM executions e, bounds b
+        WHERE e.status = 'pending' AND e.due_at < b.late_before AND e.attempt = 0 AND e.late_reason IS NULL
+          AND e.scheduled_for >= $4 AND ($2::text IS NULL OR e.tenant = $2) AND ($3::uuid IS NULL OR e.job_id = $3)
+        UNION ALL
+        SELECT e.* FROM executions e, bounds b
+        WHERE e.status = 'queued' AND e.due_at < b.late_before AND e.attempt = 0 AND e.late_reason IS NULL
+          AND e.scheduled_for >= $4 AND ($2::text IS NULL OR e.tenant = $2) AND ($3::uuid IS NULL OR e.job_id = $3)
+    ) w
+    ORDER BY scheduled_for DESC, id DESC
+    LIMIT CASE WHEN $5::text IS NULL OR $5 IN ('breaker_open', 'tenant_cap') THEN $6::bigint END  -- NULL: no limit
+)
+SELECT * FROM (
+    SELECT e.*, e.late_reason AS why FROM executions e, bounds b
+    WHERE e.late_reason IS NOT NULL AND e.scheduled_for >= $4 AND e.scheduled_for < b.late_before
+      AND ($2::text IS NULL OR e.tenant = $2) AND ($3::uuid IS NULL OR e.job_id = $3)
+      AND ($5::text IS NULL OR e.late_reason = $5)
+    UNION ALL
+    SELECT * FROM (
+        SELECT w.*, CASE w.reason WHEN 'breaker_open' THEN 'breaker_open' WHEN 'task_limit' THEN 'tenant_cap'
+                    ELSE CASE WHEN EXISTS (SELECT 1 FROM replicas r WHERE 'worker' = ANY(r.roles) AND r.started_at <= w.scheduled_for
+                                                 AND r.last_seen_at >= w.scheduled_for - make_interval(secs => $7))
+                              THEN 'backlog' ELSE 'scheduler_down' END END AS why
+        FROM waiting w
+    ) judged WHERE ($5::text IS NULL OR judged.why = $5)
+) late
+ORDER BY scheduled_for DESC, id DESC
+LIMIT $6;
+
+-- name: execution_near
+-- Job $1's execution scheduled closest to $2 within $3 seconds either side (an earlier one wins
+-- a tie), for "why didn't job X run at T?".
+SELECT * FROM executions
+WHERE job_id = $1 AND scheduled_for >= $2::timestamptz - make_interval(secs => $3)
+  AND scheduled_for <= $2::timestamptz + make_interval(secs => $3)
+ORDER BY abs(extract(epoch FROM scheduled_for - $2::timestamptz)), scheduled_for
+LIMIT 1;
+
+-- name: execution_due_forecast
+-- Known future load: executions not yet started (pending or queued, retries included) falling
+-- due in the next $1, $2, $3 and $4 seconds ($4 the widest), per tenant (only tenant $5 when
+-- given). One range scan of each partial due index.
+WITH now AS (SELECT clock_timestamp() AS t),
+due AS (
+    SELECT tenant, due_at FROM executions, now
+    WHERE status = 'pending' AND due_at > now.t AND due_at <= now.t + make_interval(secs => $4)
+      AND ($5::text IS NULL OR tenant = $5)
+    UNION ALL
+    SELECT tenant, due_at FROM executions, now
+    WHERE status = 'queued' AND due_at > now.t AND due_at <= now.t + make_interval(secs => $4)
+      AND ($5::text IS NULL OR tenant = $5)
+)
+SELECT due.tenant,
+       count(due.due_at) FILTER (WHERE due.due_at <= now.t + make_interval(secs => $1)) AS within_1,
+       count(due.due_at) FILTER (WHERE due.due_at <= now.t + make_interval(secs => $2)) AS within_2,
+       count(due.due_at) FILTER (WHERE due.due_at <= now.t + make_interval(secs => $3)) AS within_3,
+       count(due.due_at) AS within_4,
+       now.t AS now
+FROM now LEFT JOIN due ON true  -- nothing due: one row with no tenant, zero counts and the time
+GROUP BY due.tenant, now.t;
+
+-- name: execution_late_counts
+-- Late or missed occurrences with a recorded late reason scheduled in the last $1 seconds, per
+-- reason (schedulerd status): a range scan of the executions_late index.
+SELECT late_reason, count(*) AS n FROM executions
+WHERE late_reason IS NOT NULL AND scheduled_for > clock_timestamp() - make_interval(secs => $1)
+GROUP BY late_reason;

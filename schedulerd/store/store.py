@@ -15,7 +15,8 @@ import asyncpg
 
 from schedulerd.core.ids import scheduled_for_bounds
 from schedulerd.models import (
-    Attempt, Claim, Enqueue, Execution, FailedExecution, IdempotencyRecord, Job, LastExecution, Outcome, Redrive,
+    Attempt, Claim, Enqueue, Execution, FailedExecution, Forecast, IdempotencyRecord, Job, LastExecution,
+    LateExecution, Outcome, Redrive,
     TenantStats,
 )  # fmt: skip
 from schedulerd.store.sql import QUERIES
@@ -165,17 +166,25 @@ class Store:
     async def execution_revive_for_job(self, job_id: UUID, horizon_s: float) -> list[Execution]:
         return [Execution.from_row(r) for r in await self.db.fetch(QUERIES["execution_revive_for_job"], job_id, horizon_s)]
 
-    async def execution_missed(self, grace_s: float, limit: int, job_ids: Sequence[UUID] | None = None) -> list[Any]:
-        return await self.db.fetch(QUERIES["execution_missed"], grace_s, limit, job_ids)
+    async def execution_missed(
+        self, grace_s: float, limit: int, job_ids: Sequence[UUID] | None = None, *, down_after_s: float = 15.0
+    ) -> list[Any]:
+        return await self.db.fetch(QUERIES["execution_missed"], grace_s, limit, job_ids, down_after_s)
 
-    async def execution_skip_many(self, execution_ids: Sequence[UUID]) -> set[UUID]:
-        rows = await self.db.fetch(QUERIES["execution_skip_many"], execution_ids, *scheduled_for_bounds(execution_ids))
-        return {r["id"] for r in rows}
+    async def execution_skip_many(self, skips: Sequence[tuple[UUID, str]]) -> dict[UUID, str]:
+        """Skip (id, late reason) pairs; returns the late reason of each skipped id."""
+        ids = [s[0] for s in skips]
+        rows = await self.db.fetch(QUERIES["execution_skip_many"], ids, [s[1] for s in skips], *scheduled_for_bounds(ids))
+        return {r["id"]: r["late_reason"] for r in rows}
 
-    async def execution_replay_many(self, replays: Sequence[tuple[UUID, float]]) -> list[Enqueue]:
+    async def execution_replay_many(self, replays: Sequence[tuple[UUID, float, str]]) -> list[tuple[Enqueue, str]]:
+        """Replay (id, delay_s, late reason); returns each replayed entry with its late reason."""
         ids = [r[0] for r in replays]
-        rows = await self.db.fetch(QUERIES["execution_replay_many"], ids, [r[1] for r in replays], *scheduled_for_bounds(ids))
-        return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows]
+        rows = await self.db.fetch(
+            QUERIES["execution_replay_many"], ids, [r[1] for r in replays], [r[2] for r in replays],
+            *scheduled_for_bounds(ids),
+        )  # fmt: skip
+        return [(Enqueue(r["id"], r["due_at"], r["tenant"]), r["late_reason"]) for r in rows]
 
     # --- executions: reads ------------------------------------------------------------------
     async def execution_get(self, execution_id: UUID) -> Execution | None:
@@ -240,14 +249,17 @@ class Store:
         return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows]
 
     async def execution_park_many(
-        self, held: Sequence[tuple[UUID, int]], delays_s: Sequence[float], reason: str
-    ) -> list[Enqueue]:
-        """Hand claimed executions back unrun (attempt not used); returns them for ZADD."""
+        self, held: Sequence[tuple[UUID, int]], delays_s: Sequence[float], reason: str, *,
+        late_grace_s: float, late_reason: str,
+    ) -> tuple[list[Enqueue], int]:  # fmt: skip
+        """Hand claimed executions back unrun (attempt not used); returns them for ZADD, and how
+        many first attempts this made late (they now carry `late_reason`)."""
         ids = [h[0] for h in held]
         rows = await self.db.fetch(
-            QUERIES["execution_park_many"], ids, [h[1] for h in held], list(delays_s), reason, *scheduled_for_bounds(ids)
-        )
-        return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows]
+            QUERIES["execution_park_many"], ids, [h[1] for h in held], list(delays_s), reason,
+            late_grace_s, late_reason, *scheduled_for_bounds(ids),
+        )  # fmt: skip
+        return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows], sum(r["newly_late"] for r in rows)
 
     async def execution_reclaim_expired(self, limit: int) -> list[dict[str, Any]]:
         """The executions handed back: id, job_id, tenant, attempt, fence, worker, status, due_at."""
@@ -404,3 +416,39 @@ class Store:
 
     async def redrive_list(self, execution_id: UUID) -> list[Redrive]:
         return [Redrive.from_row(r) for r in await self.db.fetch(QUERIES["redrive_list"], execution_id)]
+
+    # --- late occurrences and the due forecast (issue 9) --------------------------------------
+
+    async def execution_mark_late_many(self, execution_ids: Sequence[UUID], down_after_s: float) -> dict[UUID, str]:
+        """Record why these first attempts started late (those without a reason yet); returns the marked."""
+        rows = await self.db.fetch(
+            QUERIES["execution_mark_late_many"], list(execution_ids), down_after_s, *scheduled_for_bounds(execution_ids)
+        )
+        return {r["id"]: r["late_reason"] for r in rows}
+
+    async def execution_late_page(
+        self, *, grace_s: float, since: datetime, tenant: str | None = None, job_id: UUID | None = None,
+        late_reason: str | None = None, limit: int = 50, down_after_s: float = 15.0,
+    ) -> list[LateExecution]:  # fmt: skip
+        rows = await self.db.fetch(
+            QUERIES["execution_late_page"], grace_s, tenant, job_id, since, late_reason, limit, down_after_s
+        )
+        return [LateExecution(Execution.from_row(r), r["why"]) for r in rows]
+
+    async def execution_near(self, job_id: UUID, at: datetime, within_s: float) -> Execution | None:
+        row = await self.db.fetchrow(QUERIES["execution_near"], job_id, at, within_s)
+        return Execution.from_row(row) if row else None
+
+    async def execution_due_forecast(self, windows_s: Sequence[int], tenant: str | None = None) -> Forecast:
+        """Counts due within each of four windows (seconds, narrowest first), per tenant."""
+        if len(windows_s) != 4 or list(windows_s) != sorted(windows_s):
+            raise ValueError(f"the forecast takes four windows, narrowest first; got {windows_s}")
+        rows = await self.db.fetch(QUERIES["execution_due_forecast"], *[float(w) for w in windows_s], tenant)
+        by_tenant = {
+            r["tenant"]: (r["within_1"], r["within_2"], r["within_3"], r["within_4"]) for r in rows if r["tenant"] is not None
+        }
+        return Forecast(rows[0]["now"], tuple(windows_s), by_tenant)
+
+    async def execution_late_counts(self, within_s: float) -> dict[str, int]:
+        rows = await self.db.fetch(QUERIES["execution_late_counts"], within_s)
+        return {r["late_reason"]: r["n"] for r in rows}

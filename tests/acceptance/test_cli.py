@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -135,3 +135,64 @@ async def test_status_reports_queue_horizon_and_outcomes(cli, make_job) -> None:
     report = json.loads(shown.stdout)
     assert 5.5 * 3600 <= report["materialiser_horizon_s"] <= 6 * 3600
     assert report["queue_depth"] >= 0 and set(report) >= {"oldest_queued_due_age_s", "last_hour_by_status"}
+
+
+async def test_late_runs_are_listed_and_explained(cli, store, queue, config) -> None:  # type: ignore[no-untyped-def]
+    from uuid import UUID
+
+    from schedulerd.materialiser import Materialiser
+
+    created = cli("job", "create", "--task", "noop", "--cron", "*/10 * * * *", "--misfire", "skip", "--json")
+    job_id = json.loads(created.stdout)["job"]["id"]
+    # Nobody ran the last hour of occurrences (no replica reported): the judge skips them as scheduler_down.
+    await store.db.execute("DELETE FROM replicas")
+    await store.db.execute("UPDATE executions SET id = schedulerd_execution_id(scheduled_for - interval '1 hour'), "
+                           "scheduled_for = scheduled_for - interval '1 hour', "
+                           "due_at = due_at - interval '1 hour' WHERE job_id = $1", UUID(job_id))  # fmt: skip
+    await Materialiser(store, queue, config.materialiser, dispatch_horizon_s=config.dispatcher.horizon_s).run_once()
+    first = await store.db.fetchval("SELECT min(scheduled_for) FROM executions WHERE status = 'skipped'")
+
+    table = cli("executions", "list", "--late", "--job", job_id, "--since", "2h")
+    listed = cli("executions", "list", "--late", "--reason", "scheduler_down", "--json")
+    why = cli("job", "why", job_id, "--at", (first + timedelta(minutes=1)).isoformat())
+    why_json = cli("job", "why", job_id, "--at", first.isoformat(), "--json")
+
+    assert table.returncode == 0, table.stderr
+    assert "LATE_REASON" in table.stdout and "scheduler_down" in table.stdout and "misfire_skip" in table.stdout
+    rows = json.loads(listed.stdout)
+    assert len(rows) >= 5 and {r["late_reason"] for r in rows} == {"scheduler_down"}
+    assert why.returncode == 0, why.stderr
+    assert "late reason          scheduler_down" in why.stdout and "it did not run: skipped" in why.stdout
+    answer = json.loads(why_json.stdout)
+    assert answer["scheduled_for"] == first.isoformat() and answer["execution"]["status"] == "skipped"
+    assert cli("executions", "list", "--late", "--reason", "paused", "--json").stdout.strip() == "[]"
+    in_last_hour = json.loads(cli("status", "--json").stdout)["late_last_hour_by_reason"]
+    assert in_last_hour["scheduler_down"] == await store.db.fetchval(
+        "SELECT count(*) FROM executions WHERE late_reason = 'scheduler_down' AND scheduled_for > now() - interval '1 hour'"
+    ) >= 4
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["job", "why", "00000000-0000-0000-0000-000000000000", "--at", "02:00"], "not found"),
+    (["job", "why", "not-a-uuid", "--at", "02:00"], "id: 'not-a-uuid' is not a valid id"),
+    (["executions", "list", "--since", "1h"], "--since: applies only with --late"),
+    (["executions", "list", "--late", "--since", "last week"], "--since: 'last week' is neither"),
+    (["executions", "list", "--late", "--status", "failed"], "--status: cannot be combined with --late"),
+])  # fmt: skip
+def test_bad_late_queries_are_refused(cli, args, message) -> None:  # type: ignore[no-untyped-def]
+    refused = cli(*args)
+    assert refused.returncode in (1, 2) and message in refused.stderr, refused
+
+
+async def test_why_refuses_a_bad_time_naming_at(cli) -> None:  # type: ignore[no-untyped-def]
+    job_id = json.loads(cli("job", "create", "--task", "noop", "--cron", "0 2 * * *", "--json").stdout)["job"]["id"]
+    refused = cli("job", "why", job_id, "--at", "25:00")
+    assert refused.returncode == 2 and "--at: '25:00' is not a wall-clock time" in refused.stderr
+
+
+async def test_status_shows_the_due_forecast(cli, make_job) -> None:  # type: ignore[no-untyped-def]
+    await make_job("noop", run_at=datetime.now(UTC) + timedelta(seconds=30))
+    await make_job("noop", run_at=datetime.now(UTC) + timedelta(minutes=10))
+    report = json.loads(cli("status", "--json").stdout)
+    assert report["due_next"] == {"1m": 1, "5m": 1, "15m": 2, "60m": 2}
+    assert "due_next" in cli("status").stdout

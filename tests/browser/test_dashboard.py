@@ -103,6 +103,8 @@ async def test_log_in_create_a_job_see_it_run_and_open_its_execution(
         await page.click('nav a[href="#/overview"]')
         await expect(page.locator("#overview")).to_contain_text("queue depth")
         await expect(page.locator("#runs-by-status")).to_contain_text("succeeded")
+        await expect(page.locator("#forecast")).to_contain_text("within 60m")
+        await expect(page.locator("#late-runs")).to_contain_text("Late reason")
         await browser.close()
     if os.environ.get("SCHEDULERD_UPDATE_SCREENSHOT"):
         (REPO_ROOT / "docs").mkdir(exist_ok=True)

@@ -33,6 +33,7 @@ const badge = (status) => `<span class="status ${esc(status)}">${esc(status)}</s
 // A backfilled or triggered run says so; scheduled runs (the usual) show nothing.
 const origin = (e) => (e.origin && e.origin !== "scheduled" ? ` <span class="origin">${esc(e.origin)}</span>` : "");
 const pauseText = (pause) => (pause ? `${pause.note ? `“${pause.note}”` : "no note"} — ${pause.by || "?"}` : "");
+const lateNote = (e) => (e.late_reason ? ` <span class="late">late: ${esc(e.late_reason)}</span>` : "");
 
 class Unauthorized extends Error {}
 
@@ -84,7 +85,7 @@ async function jobView(id) {
       onclick="location.hash='#/executions/${esc(e.id)}'"><td>${badge(e.status)}${origin(e)}</td>
       <td>${when(e.scheduled_for, job.timezone)}</td><td>${when(e.first_started_at, job.timezone)}</td>
       <td>${seconds(e.start_lag_s)}</td><td>${esc(e.attempt)}</td><td>${esc(e.worker || "")}</td>
-      <td class="error">${esc((e.last_error || e.reason || "").split("\n").slice(-1)[0])}</td></tr>`);
+      <td class="error">${esc((e.last_error || e.reason || "").split("\n").slice(-1)[0])}${lateNote(e)}</td></tr>`);
   const actions = job.state === "deleted" ? "" : `
     <button data-action="trigger">Run now</button>
     ${job.state === "enabled" ? '<button data-action="pause">Pause</button>' : ""}
@@ -113,7 +114,7 @@ async function executionView(id) {
     <td>${esc(r.redriven_by)}</td><td>${esc(r.attempts_before)}</td><td class="error">${esc(r.error_before || "")}</td></tr>`);
   return `<h1>Execution ${esc(e.id)}</h1>
     <dl><dt>job</dt><dd><a href="#/jobs/${esc(e.job_id)}">${esc(e.job_id)}</a></dd>
-    <dt>status</dt><dd id="execution-status">${badge(e.status)} ${esc(e.reason || "")}</dd>
+    <dt>status</dt><dd id="execution-status">${badge(e.status)} ${esc(e.reason || "")}${lateNote(e)}</dd>
     <dt>scheduled for</dt><dd>${when(e.scheduled_for, zone)}</dd><dt>first started</dt><dd>${when(e.first_started_at, zone)}</dd>
     <dt>start lag</dt><dd>${seconds(e.start_lag_s)}</dd><dt>finished</dt><dd>${when(e.finished_at, zone)}</dd>
     <dt>attempts</dt><dd>${esc(e.attempt)}</dd><dt>origin</dt><dd>${esc(e.origin)}</dd>
@@ -145,7 +146,8 @@ async function failedView(query) {
 }
 
 async function overviewView() {
-  const o = await api("GET", "/v1/overview");
+  const [o, forecast, late] = await Promise.all([api("GET", "/v1/overview"), api("GET", "/v1/forecast"),
+                                                 api("GET", "/v1/executions/late?limit=20")]);
   const card = (label, value) => `<div class="card">${esc(label)}<b>${esc(value)}</b></div>`;
   const lag = o.start_lag;
   const statuses = Object.entries(o.runs_by_status).map(([status, n]) => `<tr><td>${badge(status)}</td><td>${esc(n)}</td></tr>`);
@@ -155,7 +157,15 @@ async function overviewView() {
     ${card("start lag p50", seconds(lag.p50_s))}${card("p90", seconds(lag.p90_s))}${card("p99", seconds(lag.p99_s))}
     ${card("max", seconds(lag.max_s))}</div>
     <h2>Your runs of the last ${esc(Math.round(o.window_s / 60))} minutes by status (${esc(lag.started)} started)</h2>
-    <table id="runs-by-status"><tbody>${statuses.join("") || '<tr><td>none</td></tr>'}</tbody></table>`;
+    <table id="runs-by-status"><tbody>${statuses.join("") || '<tr><td>none</td></tr>'}</tbody></table>
+    <h2>Due next (your executions not yet started)</h2><div class="cards" id="forecast">
+    ${forecast.windows.map((w) => card(`within ${w.window}`, w.due)).join("")}</div>
+    <h2>Late or missed in the last 24 hours</h2><table id="late-runs"><thead><tr><th>Scheduled</th><th>Status</th>
+    <th>Late reason</th><th>Started</th><th>Job</th></tr></thead><tbody>${late.items.map((e) => `<tr class="link"
+      onclick="location.hash='#/executions/${esc(e.id)}'"><td>${when(e.scheduled_for, zones[e.job_id])}</td>
+      <td>${badge(e.status)}</td><td>${esc(e.late_reason)}</td><td>${when(e.first_started_at, zones[e.job_id])}</td>
+      <td>${esc(e.job_id.slice(0, 8))}</td></tr>`).join("") || '<tr><td colspan="5">none: everything started on time</td></tr>'}
+    </tbody></table>`;
 }
 
 async function render() {
