@@ -76,3 +76,12 @@ BREAKER_TRANSITIONS = Counter(
 # replica, or a CLI run, which has no /metrics).
 BACKFILLED = Counter("schedulerd_backfilled_occurrences_total", "Executions created by backfills")
 REDRIVEN = Counter("schedulerd_redriven_executions_total", "Failed executions redriven with a new attempt budget")
+
+# The tz database (schedulerd/tzchange.py): which one resolves zones here, and what its change moved.
+TZDATA = Gauge("schedulerd_tzdata_info", "1 for the tz database this replica resolves zones with", ["version", "source"])
+TZ_JOBS_MOVED = Counter(
+    "schedulerd_tz_jobs_moved_total", "Cron jobs whose future instants moved when recomputed after a tz database change"
+)
+TZ_OCCURRENCES_MOVED = Counter(
+    "schedulerd_tz_occurrences_moved_total", "Future occurrences moved (deleted or written) by tz database recomputes"
+)
