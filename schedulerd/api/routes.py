@@ -310,6 +310,18 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
             "runs_by_status": stats.by_status,
         }  # fmt: skip
 
+    @api.get("/tz/report", response_model=schemas.TzReport, tags=["jobs"],
+             summary="the last recompute after a tz database change: this tenant's jobs whose instants moved")  # fmt: skip
+    async def tz_report(who: Caller) -> Any:
+        last = await store.tz_recompute_last()
+        moved = await store.tz_moved_job_list(last.id, tenant=who.tenant, limit=config.api.page_size_max) if last else []
+        return {
+            "last_recompute": {"id": last.id, "tzdata_version": last.tzdata_version, "started_at": last.started_at,
+                               "finished_at": last.finished_at} if last else None,
+            "moved_jobs": [{"job_id": m.job_id, "old_version": m.old_version, "removed": m.removed, "added": m.added,
+                            "moves": m.moves} for m in moved],
+        }  # fmt: skip
+
     @api.get("/me", response_model=schemas.Me, tags=["tenant"], summary="the tenant this token belongs to")
     async def me(who: Caller) -> Any:
         return {"tenant": who.tenant}

@@ -269,3 +269,25 @@ class Overview(BaseModel):
     window_s: float = Field(..., description="the span the next two fields cover")
     start_lag: StartLag
     runs_by_status: dict[str, int]
+
+
+class TzRecompute(BaseModel):
+    id: int
+    tzdata_version: str = Field(..., description="the tz database jobs were recomputed with")
+    started_at: datetime
+    finished_at: datetime | None
+
+
+class TzMovedJob(BaseModel):
+    job_id: UUID
+    old_version: str | None = Field(None, description="the tz database its occurrences had been resolved with")
+    removed: int = Field(..., description="future occurrences the new rules no longer produce (deleted, never started)")
+    added: int = Field(..., description="occurrences the new rules produce (written)")
+    moves: list[list[datetime | None]] = Field(..., description="up to 20 [old, new] UTC pairs, oldest first")
+
+
+class TzReport(BaseModel):
+    """The last recompute after a tz database change, and this tenant's jobs whose instants moved."""
+
+    last_recompute: TzRecompute | None
+    moved_jobs: list[TzMovedJob]
