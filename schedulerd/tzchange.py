@@ -11,7 +11,6 @@ the new ones.
 from __future__ import annotations
 
 import itertools
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from uuid import UUID
@@ -20,6 +19,7 @@ import structlog
 
 from schedulerd import metrics
 from schedulerd.config import Config
+from schedulerd.core.ids import execution_id
 from schedulerd.core.materialise import reconcile
 from schedulerd.core.schedule import smear_offset_s
 from schedulerd.jobs import queued, schedule_of
@@ -65,7 +65,7 @@ async def _recompute_batch(
         stale.extend((by_instant[t], t) for t in diff.remove)
         if job.enabled:  # a paused job's resume materialises from then on
             offset = timedelta(seconds=smear_offset_s(str(job.id), job.window_s))
-            inserts.extend((uuid.uuid4(), job.id, job.tenant, t, t + offset) for t in diff.add)
+            inserts.extend((execution_id(t), job.id, job.tenant, t, t + offset) for t in diff.add)
         moves = [[_iso(old), _iso(new)] for old, new in diff.moves]
         moved.append(TzMovedJob(recompute_id, job.id, job.tenant, job.tzdata_version, len(diff.remove), len(diff.add), moves[:MOVES_KEPT]))
         log.warning(
