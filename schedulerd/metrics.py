@@ -83,5 +83,5 @@ TZ_JOBS_MOVED = Counter(
     "schedulerd_tz_jobs_moved_total", "Cron jobs whose future instants moved when recomputed after a tz database change"
 )
 TZ_OCCURRENCES_MOVED = Counter(
-    "schedulerd_tz_occurrences_moved_total", "Future occurrences moved (deleted or written) by tz database recomputes"
+    "schedulerd_tz_occurrences_moved_total", "Future occurrences moved by tz database recomputes ([old, new] pairs; an unpaired one counts once)"
 )

@@ -38,7 +38,8 @@ MOVES_LOGGED = 5
 class RecomputeResult:
     recompute_id: int | None  # None: every job already matched the installed version
     jobs_checked: int
-    moved: list[TzMovedJob]
+    moved_job_ids: list[UUID]  # the details are in tz_moved_jobs (schedulerd tz report)
+    occurrences_moved: int  # [old, new] pairs over all jobs (an unpaired instant counts once)
 
 
 def _iso(at: datetime | None) -> str | None:
@@ -91,8 +92,8 @@ async def recompute(
     batch_size = batch_size or config.materialiser.tz_batch_size
     metrics.TZDATA.labels(installed.version, installed.source).set(1)
     recompute_id: int | None = None
-    checked = 0
-    moved: list[TzMovedJob] = []
+    checked = occurrences = 0
+    moved: list[UUID] = []
     async with store.tz_locked() as locked:
         after = UUID(int=0)
         while True:
@@ -106,7 +107,8 @@ async def recompute(
                     log.info("tz.recompute_started", tzdata_version=installed.version, source=installed.source)
                 batch_moved, enqueue = await _recompute_batch(tx, jobs, now, recompute_id, installed, config.dispatcher.horizon_s)
             checked += len(jobs)
-            moved.extend(batch_moved)
+            moved.extend(m.job_id for m in batch_moved)
+            occurrences += sum(max(m.removed, m.added) for m in batch_moved)
             after = jobs[-1].id
             if enqueue:
                 try:
@@ -116,7 +118,7 @@ async def recompute(
         if recompute_id is not None:
             await locked.tz_recompute_finish(recompute_id, checked, len(moved))
     metrics.TZ_JOBS_MOVED.inc(len(moved))
-    metrics.TZ_OCCURRENCES_MOVED.inc(sum(max(m.removed, m.added) for m in moved))
+    metrics.TZ_OCCURRENCES_MOVED.inc(occurrences)
     if recompute_id is not None:
         log.info("tz.recompute_finished", tzdata_version=installed.version, jobs_checked=checked, jobs_moved=len(moved))
-    return RecomputeResult(recompute_id, checked, moved)
+    return RecomputeResult(recompute_id, checked, moved, occurrences)

@@ -74,7 +74,7 @@ async def test_a_tz_database_change_moves_future_occurrences_and_reports_them(jo
     result = await tzchange.recompute(store, queue, wide, "replica-1", NEW)
 
     assert result.jobs_checked == 3 and result.recompute_id is not None
-    assert {m.job_id for m in result.moved} == {moving.id, paused.id}
+    assert set(result.moved_job_ids) == {moving.id, paused.id}
     fresh = await store.job_get(moving.id)
     expected = schedule_of(fresh).occurrences(datetime.now(UTC), fresh.materialised_to)
     now_slots = await future_slots(store, moving.id)
@@ -95,14 +95,14 @@ async def test_a_tz_database_change_moves_future_occurrences_and_reports_them(jo
     assert (last.jobs_checked, last.jobs_moved, last.tzdata_version, last.worker) == (3, 2, "2099b", "replica-1")
     assert last.finished_at is not None
     assert counter(metrics.TZ_JOBS_MOVED) - jobs_moved_before == 2
-    assert counter(metrics.TZ_OCCURRENCES_MOVED) > occurrences_before
+    assert counter(metrics.TZ_OCCURRENCES_MOVED) - occurrences_before == result.occurrences_moved > 0
     # The paused job's cancelled slots were resolved with the old rules: resume writes the new ones.
     await jobs.resume(paused.id)
     resumed = await future_slots(store, paused.id)
     assert resumed and all(t.astimezone(ZoneInfo(NY)).minute == 10 for t in resumed)
     # Nothing left to do: a second start records no recompute.
     again = await tzchange.recompute(store, queue, config, "replica-2", NEW)
-    assert (again.recompute_id, again.jobs_checked, again.moved) == (None, 0, [])
+    assert (again.recompute_id, again.jobs_checked, again.moved_job_ids) == (None, 0, [])
 
 
 async def test_replicas_starting_together_recompute_once(jobs, store, queue, config, monkeypatch) -> None:
@@ -135,7 +135,7 @@ async def test_materialising_with_another_version_marks_the_job_mixed(jobs, stor
                                config.dispatcher.horizon_s)  # fmt: skip
     assert (await store.job_get(job.id)).tzdata_version == "mixed"  # differs from every version: recomputed at start
     result = await tzchange.recompute(store, queue, config, "replica-1", NEW)
-    assert result.jobs_checked == 1 and result.moved == []  # UTC: nothing moved
+    assert result.jobs_checked == 1 and result.moved_job_ids == []  # UTC: nothing moved
     assert (await store.job_get(job.id)).tzdata_version == NEW.version
 
 

@@ -25,7 +25,7 @@ CREATE TABLE tz_moved_jobs (
     tenant         text NOT NULL,
     old_version    text,                         -- the job's recorded version before
     removed        integer NOT NULL,             -- future occurrences that no longer match, deleted (never started)
-    added          integer NOT NULL,             -- new occurrences written
+    added          integer NOT NULL,             -- occurrences the new rules produce, written (a paused job's at its resume)
     moves          jsonb NOT NULL,               -- up to 20 [old, new] UTC pairs, oldest first (null: none)
     PRIMARY KEY (recompute_id, job_id)
 );
