@@ -388,7 +388,8 @@ async def _tz_report(args: argparse.Namespace, config: Config) -> None:
         print("no recompute yet: every job was resolved with the version it records")
         return
     print(f"last recompute #{last.id} to {last.tzdata_version} ({last.tzdata_source}) by {last.worker}, "
-          f"{_time(last.started_at)} - {_time(last.finished_at)}: {last.jobs_checked} jobs checked, {last.jobs_moved} moved")  # fmt: skip
+          f"{_time(last.started_at)} - {_time(last.finished_at)}: "
+          f"{last.jobs_checked} jobs checked, {last.jobs_moved} moved")  # fmt: skip
     rows = [(str(m.job_id), m.tenant, m.old_version or "-", str(m.removed), str(m.added),
              f"{m.moves[0][0] or '-'} -> {m.moves[0][1] or '-'}" if m.moves else "-") for m in moved]  # fmt: skip
     if rows:

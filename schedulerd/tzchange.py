@@ -68,7 +68,9 @@ async def _recompute_batch(
             offset = timedelta(seconds=smear_offset_s(str(job.id), job.window_s))
             inserts.extend((execution_id(t), job.id, job.tenant, t, t + offset) for t in diff.add)
         moves = [[_iso(old), _iso(new)] for old, new in diff.moves]
-        moved.append(TzMovedJob(recompute_id, job.id, job.tenant, job.tzdata_version, len(diff.remove), len(diff.add), moves[:MOVES_KEPT]))
+        moved.append(TzMovedJob(
+            recompute_id, job.id, job.tenant, job.tzdata_version, len(diff.remove), len(diff.add), moves[:MOVES_KEPT]
+        ))
         log.warning(
             "tz.job_moved", job_id=str(job.id), tenant=job.tenant, old_version=job.tzdata_version,
             new_version=installed.version, removed=len(diff.remove), added=len(diff.add),

@@ -457,7 +457,8 @@ def _describe(zone: tzinfo, kind: str, events: list[_Event]) -> str:
         ", " + w.strftime("%H:%M" if w.date() == walls[0].date() else "%Y-%m-%d %H:%M") for w in walls[1:]
     )
     if kind == "shifted":
-        return f"{text} did not exist (clocks sprang forward): run{'s' if len(walls) == 1 else ' once'} at the first instant after the gap"
+        runs = "runs" if len(walls) == 1 else "run once"
+        return f"{text} did not exist (clocks sprang forward): {runs} at the first instant after the gap"
     if kind == "skipped":
         return f"{text} did not exist (clocks sprang forward): skipped"
     first, second = zone.tzname(walls[0]), zone.tzname(walls[0].replace(fold=1))

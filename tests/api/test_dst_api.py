@@ -44,7 +44,7 @@ async def test_bad_overrides_are_422_naming_the_field(client: httpx.AsyncClient,
     assert await store.db.fetchval("SELECT count(*) FROM jobs WHERE tenant = $1", client.tenant) == 0  # type: ignore[attr-defined]
 
 
-async def test_next_runs_are_labelled_and_tenant_scoped(client: httpx.AsyncClient, make_tenant, api) -> None:  # type: ignore[no-untyped-def]
+async def test_next_runs_are_labelled_and_tenant_scoped(client: httpx.AsyncClient, make_tenant) -> None:  # type: ignore[no-untyped-def]
     job = (await client.post("/v1/jobs", json={"task": "noop", "cron": "30 2 * * *", "timezone": NY})).json()["job"]
     listed = await client.get(f"/v1/jobs/{job['id']}/next-runs", params={"count": 366})
     assert listed.status_code == 200, listed.text
@@ -62,15 +62,17 @@ async def test_next_runs_are_labelled_and_tenant_scoped(client: httpx.AsyncClien
     assert other.status_code == 404
 
 
-async def test_tz_report_shows_only_this_tenants_moved_jobs(client: httpx.AsyncClient, store, queue, config,  # type: ignore[no-untyped-def]
-                                                            monkeypatch) -> None:  # fmt: skip
+async def test_tz_report_shows_only_this_tenants_moved_jobs(  # type: ignore[no-untyped-def]
+    client: httpx.AsyncClient, store, queue, config, monkeypatch
+) -> None:
     await store.db.execute("TRUNCATE tz_recomputes CASCADE")
     real = datetime.now(ZoneInfo(NY)).utcoffset()
     assert real is not None
     monkeypatch.setattr(tzdb, "installed_version", lambda: "2000a")
     with zone_rules(lambda name: timezone(real + timedelta(minutes=30)) if name == NY else ZoneInfo(name)):
-        mine, _ = await Jobs(store, queue, config).create(JobSpec(task="noop", cron="0 * * * *", timezone=NY, tenant=client.tenant))  # type: ignore[attr-defined]
-        await Jobs(store, queue, config).create(JobSpec(task="noop", cron="0 * * * *", timezone=NY, tenant="someone-else"))
+        jobs = Jobs(store, queue, config)
+        mine, _ = await jobs.create(JobSpec(task="noop", cron="0 * * * *", timezone=NY, tenant=client.tenant))  # type: ignore[attr-defined]
+        await jobs.create(JobSpec(task="noop", cron="0 * * * *", timezone=NY, tenant="someone-else"))
     await tzchange.recompute(store, queue, config, "replica-1", TzDatabase("2099b", "simulated"))
 
     report = (await client.get("/v1/tz/report")).json()
