@@ -375,7 +375,7 @@ async def _tz_report(args: argparse.Namespace, config: Config) -> None:
     here = tzdb.installed()
     report = {
         "this_host": {"tzdata_version": here.version, "source": here.source},
-        "jobs_by_tzdata_version": {str(v): n for v, n in versions.items()},
+        "jobs_by_tzdata_version": {v or "unrecorded": n for v, n in versions.items()},
         "last_recompute": _jsonable(last) if last else None,
         "moved_jobs": [_jsonable(m) for m in moved],
     }
@@ -385,7 +385,7 @@ async def _tz_report(args: argparse.Namespace, config: Config) -> None:
     print(f"tz database on this host: {here.version} ({here.source})")
     print("live cron jobs by recorded version: " + (", ".join(f"{v or 'unrecorded'} {n}" for v, n in versions.items()) or "none"))
     if last is None:
-        print("no recompute yet: every job was resolved with the version it records")
+        print("no recompute recorded yet")
         return
     print(f"last recompute #{last.id} to {last.tzdata_version} ({last.tzdata_source}) by {last.worker}, "
           f"{_time(last.started_at)} - {_time(last.finished_at)}: "

@@ -21,7 +21,7 @@ from schedulerd import metrics
 from schedulerd.config import Config
 from schedulerd.core.ids import execution_id
 from schedulerd.core.materialise import reconcile
-from schedulerd.core.schedule import smear_offset_s
+from schedulerd.core.schedule import ScheduleError, smear_offset_s
 from schedulerd.jobs import queued, schedule_of
 from schedulerd.models import Enqueue, Job, TzMovedJob
 from schedulerd.queue import UNREACHABLE, DelayQueue
@@ -54,12 +54,19 @@ async def _recompute_batch(
     stale: list[tuple[UUID, datetime]] = []
     inserts: list[tuple[UUID, UUID, str, datetime, datetime]] = []
     moved: list[TzMovedJob] = []
+    unresolved: set[UUID] = set()
     for job in jobs:
         slots = written.get(job.id, [])
         if not slots:  # nothing written ahead: the materialiser writes the rest with the installed rules
             continue
         until = max(job.materialised_to or now, slots[-1]["scheduled_for"])
-        diff = reconcile([r["scheduled_for"] for r in slots], schedule_of(job).occurrences(now, until))
+        try:
+            expected = schedule_of(job).occurrences(now, until)
+        except ScheduleError as exc:  # its zone left the tz database: keep its rows, say so at every start
+            log.error("tz.job_unresolvable", job_id=str(job.id), tenant=job.tenant, timezone=job.timezone, error=str(exc))
+            unresolved.add(job.id)
+            continue
+        diff = reconcile([r["scheduled_for"] for r in slots], expected)
         if not diff.moves:
             continue
         by_instant = {r["scheduled_for"]: r["id"] for r in slots}
@@ -80,7 +87,7 @@ async def _recompute_batch(
     if stale:
         await tx.execution_delete_tz_stale(stale)
     executions = await tx.execution_insert_many(inserts, horizon_s) if inserts else []
-    await tx.job_set_tzdata_version([j.id for j in jobs], installed.version)
+    await tx.job_set_tzdata_version([j.id for j in jobs if j.id not in unresolved], installed.version)
     if moved:
         await tx.tz_moved_job_insert_many(recompute_id, moved)
     return moved, queued(executions)

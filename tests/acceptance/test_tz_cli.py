@@ -93,7 +93,7 @@ def old_rules(name: str) -> timezone | ZoneInfo:
 
 async def test_tz_report_lists_the_last_recomputes_moved_jobs(cli, store, queue, config, monkeypatch, no_recomputes) -> None:
     empty = cli("tz", "report")
-    assert empty.returncode == 0 and "no recompute yet" in empty.stdout
+    assert empty.returncode == 0 and "no recompute recorded yet" in empty.stdout
     monkeypatch.setattr(tzdb, "installed_version", lambda: "2000a")
     with zone_rules(old_rules):
         job, _ = await Jobs(store, queue, config).create(JobSpec(task="noop", cron="0 * * * *", timezone=NY, tenant="acme"))

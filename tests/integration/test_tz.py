@@ -190,3 +190,23 @@ async def test_bad_dst_overrides_are_refused_and_write_nothing(jobs, store, spec
         await jobs.create(spec)
     assert raised.value.field == field
     assert await store.db.fetchval("SELECT count(*) FROM jobs") == 0
+
+
+async def test_a_job_whose_zone_left_the_tz_database_is_kept_and_logged(jobs, store, queue, config, monkeypatch) -> None:
+    monkeypatch.setattr(tzdb, "installed_version", lambda: "2000a")
+    gone, _ = await jobs.create(JobSpec(task="noop", cron="0 * * * *", timezone="Asia/Kolkata"))
+    other, _ = await jobs.create(JobSpec(task="noop", cron="0 * * * *", timezone="UTC"))
+    before = await future_slots(store, gone.id)
+
+    def without_kolkata(name: str) -> ZoneInfo:
+        if name == "Asia/Kolkata":
+            raise ValueError("no such zone in this tz database")
+        return ZoneInfo(name)
+
+    with zone_rules(without_kolkata):
+        result = await tzchange.recompute(store, queue, config, "replica-1", NEW)
+
+    assert result.jobs_checked == 2 and result.moved_job_ids == []
+    assert await future_slots(store, gone.id) == before  # nothing deleted
+    assert (await store.job_get(gone.id)).tzdata_version == "2000a"  # tried again at the next start
+    assert (await store.job_get(other.id)).tzdata_version == NEW.version
