@@ -136,6 +136,7 @@ def _failed_filters(parser: argparse.ArgumentParser, prefix: str) -> None:
     parser.add_argument("--since", help=f"{prefix}only those that failed at or after this ISO 8601 instant")
     parser.add_argument("--until", help=f"{prefix}only those that failed before this ISO 8601 instant")
 
+
 def _dst_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dst-repeated", choices=["first", "both"],
                         help="a wall time that happens twice (fall back): run at its first pass or at both "

@@ -142,7 +142,7 @@ async def test_materialising_with_another_version_marks_the_job_mixed(jobs, stor
 async def materialise_at(store, config, job, now: datetime) -> list[datetime]:  # type: ignore[no-untyped-def]
     """Write a job's occurrences as if the materialiser ran at `now` (a fake clock), two days ahead."""
     await store.db.execute("DELETE FROM executions WHERE job_id = $1", job.id)
-    await store.db.execute("UPDATE jobs SET materialised_to = NULL WHERE id = $1", job.id)
+    await store.db.execute("UPDATE jobs SET materialised_to = $2 WHERE id = $1", job.id, now)  # written up to the fake now
     async with store.transaction() as tx:
         locked = await tx.job_lock(job.id)
         await materialise_jobs(tx, [locked], now, replace(config.materialiser, horizon_s=2 * 86400), config.dispatcher.horizon_s)
