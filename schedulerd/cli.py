@@ -1,4 +1,4 @@
-"""Command line: `schedulerd run | migrate | job ... | executions ...`.
+"""Command line: `schedulerd run | migrate | job ... | executions ... | cron next | tz report`.
 
 Tables for people, --json for scripts. Bad input exits 2 with a message naming the field and
 writes nothing; a missing object exits 1.
@@ -54,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="what happens to occurrences missed while the scheduler was down")
     create.add_argument("--catch-up-limit", type=int, default=10, help="most missed runs replayed by catch_up")
     create.add_argument("--window", help="smear each run by a stable offset within this window, e.g. 5m")
+    _dst_arguments(create)
     create.add_argument("--tenant", default="default")
     create.add_argument("--name")
     create.add_argument("--max-attempts", type=int)
@@ -93,7 +94,14 @@ def _parser() -> argparse.ArgumentParser:
     preview.add_argument("--tz", default="UTC")
     preview.add_argument("--from", dest="from_", help="ISO 8601 instant to start after (default now)")
     preview.add_argument("--count", type=int, default=5)
+    _dst_arguments(preview)
     preview.add_argument("--json", action="store_true")
+
+    tz = commands.add_parser("tz", help="the tz database and its changes").add_subparsers(dest="tz_command", required=True)
+    tz_report = tz.add_parser("report", help="the last recompute after a tz database change: the jobs whose instants moved")
+    tz_report.add_argument("--tenant", help="only this tenant's jobs")
+    tz_report.add_argument("--limit", type=int, default=100, help="most moved jobs listed")
+    tz_report.add_argument("--json", action="store_true")
 
     tenant = commands.add_parser("tenant", help="API tenants").add_subparsers(dest="tenant_command", required=True)
     tenant_create = tenant.add_parser("create", help="register a tenant; prints its first API token (once)")
@@ -138,6 +146,15 @@ def _failed_filters(parser: argparse.ArgumentParser, prefix: str, *, since: bool
     if since:
         parser.add_argument("--since", help=f"{prefix}only those that failed at or after this ISO 8601 instant")
     parser.add_argument("--until", help=f"{prefix}only those that failed before this ISO 8601 instant")
+
+
+def _dst_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dst-repeated", choices=["first", "both"],
+                        help="a wall time that happens twice (fall back): run at its first pass or at both "
+                             "(default: the DST rule, first for fixed times, both for a cadence)")
+    parser.add_argument("--dst-missing", choices=["shift", "skip"],
+                        help="a wall time that does not exist (spring forward): run at the end of the gap or skip it "
+                             "(default: the DST rule, shift for fixed times, skip for a cadence)")  # fmt: skip
 
 
 def _uuid(text: str, field: str) -> UUID:
@@ -195,13 +212,16 @@ def _job_spec(args: argparse.Namespace) -> Any:
         window_s=_parse("--window", parse_duration_s, args.window) if args.window else 0.0,
         name=args.name, max_attempts=args.max_attempts,
         timeout_s=_parse("--timeout", parse_duration_s, args.timeout) if args.timeout else None,
+        dst_repeated=args.dst_repeated, dst_missing=args.dst_missing,
     )  # fmt: skip
 
 
-def _print_runs(runs: Sequence[datetime], zone: str) -> None:
+def _print_runs(runs: Sequence[Any], zone: str) -> None:
+    """Runs (schedule.Run) in the zone and in UTC, with what DST did to each."""
     local = ZoneInfo(zone)
     for run in runs:
-        print(f"  {run.astimezone(local).strftime('%Y-%m-%d %H:%M:%S %Z (%z)'):36} {_time(run)}")
+        dst = f"  [{', '.join(run.labels)}] {run.note}" if run.labels else ""
+        print(f"  {run.at.astimezone(local).strftime('%Y-%m-%d %H:%M:%S %Z (%z)'):36} {_time(run.at)}{dst}")
 
 
 class _Session:
@@ -223,16 +243,18 @@ class _Session:
 
 async def _job_create(args: argparse.Namespace, config: Config) -> None:
     from schedulerd import registry
-    from schedulerd.jobs import next_runs, validate
+    from schedulerd.core.schedule import Run
+    from schedulerd.jobs import labelled_next_runs, validate
 
     registry.load_modules(config.daemon.task_modules)
     spec = _job_spec(args)
     validate(spec, config, datetime.now(UTC))  # refuse bad input before connecting anywhere
     async with _Session(config) as jobs:
         job, executions = await jobs.create(spec)
-    runs = next_runs(job, datetime.now(UTC), 5) if job.cron else [e.due_at for e in executions]
+    runs = labelled_next_runs(job, datetime.now(UTC), 5) if job.cron else [Run(e.due_at, (), None) for e in executions]
     if args.json:
-        print(json.dumps({"job": _jsonable(job), "next_runs": [r.isoformat() for r in runs],
+        print(json.dumps({"job": _jsonable(job), "next_runs": [r.at.isoformat() for r in runs],
+                          "next_runs_dst": [_run_view(r, job.timezone) for r in runs],
                           "executions": [_jsonable(e) for e in executions[:5]]}))
         return
     print(f"job {job.id} ({job.task}, tenant {job.tenant})")
@@ -317,21 +339,25 @@ async def _job_backfill(args: argparse.Namespace, config: Config) -> None:
 
 
 async def _job_next(args: argparse.Namespace, config: Config) -> None:
-    from schedulerd.jobs import next_runs
+    from schedulerd.jobs import labelled_next_runs
 
     job_id = _uuid(args.id, "id")
     if not 1 <= args.count <= 1000:
         raise ValidationError("--count", f"must be between 1 and 1000, got {args.count}")
     async with _Session(config) as jobs:
         job = await jobs.get(job_id)
-    runs = next_runs(job, datetime.now(UTC), args.count)
+    runs = labelled_next_runs(job, datetime.now(UTC), args.count)
     _print_preview(runs, job.timezone, args.json)
 
 
-def _print_preview(runs: Sequence[datetime], zone: str, as_json: bool) -> None:
+def _run_view(run: Any, zone: str) -> dict[str, Any]:
+    return {"utc": run.at.isoformat(), "local": run.at.astimezone(ZoneInfo(zone)).isoformat(),
+            "labels": list(run.labels), "note": run.note}  # fmt: skip
+
+
+def _print_preview(runs: Sequence[Any], zone: str, as_json: bool) -> None:
     if as_json:
-        local = ZoneInfo(zone)
-        print(json.dumps([{"utc": r.isoformat(), "local": r.astimezone(local).isoformat()} for r in runs]))
+        print(json.dumps([_run_view(r, zone) for r in runs]))
     else:
         _print_runs(runs, zone)
 
@@ -343,10 +369,43 @@ async def _cron_next(args: argparse.Namespace, config: Config) -> None:
         raise ValidationError("--count", f"must be between 1 and 1000, got {args.count}")
     start = _parse("--from", parse_instant, args.from_) if args.from_ else datetime.now(UTC)
     try:
-        schedule = CronSchedule.parse(args.expression, args.tz)
+        schedule = CronSchedule.parse(args.expression, args.tz, args.dst_repeated, args.dst_missing)
     except ScheduleError as exc:
         raise ValidationError("--tz" if "time zone" in str(exc) else "expression", str(exc)) from None
-    _print_preview(schedule.next_runs(start, args.count), args.tz, args.json)
+    _print_preview(schedule.labelled_runs(start, args.count), args.tz, args.json)
+
+
+async def _tz_report(args: argparse.Namespace, config: Config) -> None:
+    from schedulerd import tzdb
+
+    if not 1 <= args.limit <= 10000:
+        raise ValidationError("--limit", f"must be between 1 and 10000, got {args.limit}")
+    async with _Session(config) as jobs:
+        last = await jobs.store.tz_recompute_last()
+        moved = await jobs.store.tz_moved_job_list(last.id, tenant=args.tenant, limit=args.limit) if last else []
+        versions = await jobs.store.job_tzdata_versions()
+    here = tzdb.installed()
+    report = {
+        "this_host": {"tzdata_version": here.version, "source": here.source},
+        "jobs_by_tzdata_version": {v or "unrecorded": n for v, n in versions.items()},
+        "last_recompute": _jsonable(last) if last else None,
+        "moved_jobs": [_jsonable(m) for m in moved],
+    }
+    if args.json:
+        print(json.dumps(report))
+        return
+    print(f"tz database on this host: {here.version} ({here.source})")
+    print("live cron jobs by recorded version: " + (", ".join(f"{v or 'unrecorded'} {n}" for v, n in versions.items()) or "none"))
+    if last is None:
+        print("no recompute recorded yet")
+        return
+    print(f"last recompute #{last.id} to {last.tzdata_version} ({last.tzdata_source}) by {last.worker}, "
+          f"{_time(last.started_at)} - {_time(last.finished_at)}: "
+          f"{last.jobs_checked} jobs checked, {last.jobs_moved} moved")  # fmt: skip
+    rows = [(str(m.job_id), m.tenant, m.old_version or "-", str(m.removed), str(m.added),
+             f"{m.moves[0][0] or '-'} -> {m.moves[0][1] or '-'}" if m.moves else "-") for m in moved]  # fmt: skip
+    if rows:
+        print(_table(rows, ("JOB", "TENANT", "FROM", "REMOVED", "ADDED", "FIRST MOVE (UTC)")))
 
 
 def _failed_filter(args: argparse.Namespace) -> Any:
@@ -646,6 +705,7 @@ COMMANDS = {
     ("job", "backfill"): _job_backfill,
     ("job", "why"): _job_why,
     ("cron", "next"): _cron_next,
+    ("tz", "report"): _tz_report,
     ("executions", "list"): _executions_list,
     ("executions", "show"): _executions_show,
     ("executions", "redrive"): _executions_redrive,

@@ -76,6 +76,7 @@ class MaterialiserConfig:
     misfire_grace_s: float = 60.0  # an occurrence not started this long after its due time was missed
     misfire_batch_size: int = 10000  # missed executions judged per pass
     replay_per_s: float = 50.0  # late runs released per second after an outage
+    tz_batch_size: int = 500  # jobs per transaction when recomputing after a tz database change
 
 
 @dataclass(frozen=True)
@@ -206,6 +207,8 @@ class Config:
                                              and self.breaker.recheck_s > 0):
             raise ConfigError("breaker.failures must be at least 1 and breaker.open_s, probe_timeout_s and "
                               f"recheck_s above 0, got {self.breaker}")
+        if self.materialiser.tz_batch_size < 1:
+            raise ConfigError(f"materialiser.tz_batch_size must be at least 1, got {self.materialiser.tz_batch_size}")
         if self.jobs.max_attempts < 1:
             raise ConfigError(f"jobs.max_attempts must be at least 1, got {self.jobs.max_attempts}")
         for key in ("backfill_max_occurrences", "redrive_max"):

@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 
-from schedulerd import clock, health, http_task, registry, systemd
+from schedulerd import clock, health, http_task, registry, systemd, tzchange, tzdb
 from schedulerd.config import Config
 from schedulerd.dispatcher import Dispatcher
 from schedulerd.loops import TRANSIENT_ERRORS
@@ -76,7 +76,12 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
             store, queue, config.materialiser, dispatch_horizon_s=config.dispatcher.horizon_s, late_config=config.late
         )
         services["materialiser"] = materialiser
-        # Judge missed occurrences before this process's worker can start any of them late.
+        # Rewrite occurrences resolved with another tz database, then judge missed occurrences,
+        # both before this process's worker can start any of them.
+        try:
+            await tzchange.recompute(store, queue, config, worker_id, tzdb.installed())
+        except TRANSIENT_ERRORS as exc:  # the jobs keep their old version: the next start retries
+            log.warning("tz.recompute_error", error=f"{type(exc).__name__}: {exc}")
         try:
             await materialiser.run_once()
         except TRANSIENT_ERRORS as exc:

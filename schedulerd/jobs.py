@@ -20,14 +20,14 @@ from uuid import UUID
 
 import structlog
 
-from schedulerd import metrics, registry
+from schedulerd import metrics, registry, tzdb
 from schedulerd.clock import Clock, system
 from schedulerd.config import Config
 from schedulerd.core.backfill import check_range, plan_backfill
 from schedulerd.core.ids import execution_id
 from schedulerd.core.late import LateReason
 from schedulerd.core.misfire import MisfirePolicy
-from schedulerd.core.schedule import CronSchedule, ScheduleError, smear_offset_s
+from schedulerd.core.schedule import DST_MISSING, DST_REPEATED, CronSchedule, Run, ScheduleError, smear_offset_s
 from schedulerd.errors import NotFoundError, ValidationError
 from schedulerd.materialiser import materialise_jobs
 from schedulerd.models import Enqueue, Execution, ExecutionStatus, Job
@@ -66,6 +66,8 @@ class JobSpec:
     backoff_base_s: float | None = None  # retry policy; see README "Retries"
     backoff_factor: float | None = None
     backoff_max_s: float | None = None
+    dst_repeated: str | None = None  # cron jobs: first | both; None = the DST rule (README)
+    dst_missing: str | None = None  # cron jobs: shift | skip; None = the DST rule
 
 
 def _check_text(text: str, field: str) -> None:
@@ -115,11 +117,16 @@ def validate(spec: JobSpec, config: Config, now: datetime) -> dict[str, Any]:
         raise ValidationError(
             "params", f"is {len(encoded.encode())} bytes; the limit is {defaults.max_params_bytes}", "jobs.max_params_bytes"
         )
+    for name, value, choices in (("dst_repeated", spec.dst_repeated, DST_REPEATED), ("dst_missing", spec.dst_missing, DST_MISSING)):
+        if value is not None and value not in choices:
+            raise ValidationError(name, f"must be one of {', '.join(choices)}, got {value!r}")
+        if value is not None and spec.cron is None:
+            raise ValidationError(name, "applies to cron jobs only (a one-off job runs at one instant)")
     if spec.cron is not None:
         if spec.run_at is not None:
             raise ValidationError("run_at", "a job has either a cron schedule or a run_at, not both")
         try:
-            schedule = CronSchedule.parse(spec.cron, spec.timezone)
+            schedule = CronSchedule.parse(spec.cron, spec.timezone, spec.dst_repeated, spec.dst_missing)
         except ScheduleError as exc:
             raise ValidationError("timezone" if "time zone" in str(exc) else "cron", str(exc)) from None
         if spec.misfire_policy not in set(MisfirePolicy):
@@ -163,7 +170,14 @@ def validate(spec: JobSpec, config: Config, now: datetime) -> dict[str, Any]:
         "catch_up_limit": spec.catch_up_limit, "window_s": spec.window_s if cron else 0.0,
         "max_attempts": max_attempts, "backoff_base_s": backoff["backoff_base_s"][0],
         "backoff_factor": backoff["backoff_factor"][0], "backoff_max_s": backoff["backoff_max_s"][0], "timeout_s": timeout_s,
+        "dst_repeated": spec.dst_repeated, "dst_missing": spec.dst_missing,
+        "tzdata_version": tzdb.installed_version() if cron else None,
     }  # fmt: skip
+
+
+def schedule_of(job: Job) -> CronSchedule:
+    """A cron job's schedule, with its DST overrides."""
+    return CronSchedule(job.cron or "", job.timezone, job.dst_repeated, job.dst_missing)
 
 
 def next_runs(job: Job, after: datetime, count: int) -> list[datetime]:
@@ -172,7 +186,15 @@ def next_runs(job: Job, after: datetime, count: int) -> list[datetime]:
     if job.schedule_kind != "cron" or job.cron is None:
         return [job.run_at] if job.run_at and job.run_at > after else []
     offset = timedelta(seconds=smear_offset_s(str(job.id), job.window_s))
-    return [t + offset for t in CronSchedule(job.cron, job.timezone).next_runs(after, count)]
+    return [t + offset for t in schedule_of(job).next_runs(after, count)]
+
+
+def labelled_next_runs(job: Job, after: datetime, count: int) -> list[Run]:
+    """next_runs with what DST did to each (CronSchedule.labelled_runs); smearing applied."""
+    if job.schedule_kind != "cron" or job.cron is None:
+        return [Run(job.run_at, (), None)] if job.run_at and job.run_at > after else []
+    offset = timedelta(seconds=smear_offset_s(str(job.id), job.window_s))
+    return [Run(r.at + offset, r.labels, r.note) for r in schedule_of(job).labelled_runs(after, count)]
 
 
 AlsoInTransaction = Callable[[Store, Job, list[Execution]], Awaitable[None]]

@@ -17,7 +17,7 @@ from uuid import UUID
 
 import structlog
 
-from schedulerd import metrics
+from schedulerd import metrics, tzdb
 from schedulerd.config import LateConfig, MaterialiserConfig
 from schedulerd.core import late, misfire
 from schedulerd.core.ids import execution_id as new_execution_id
@@ -93,13 +93,14 @@ async def materialise_jobs(
     late_config: LateConfig | None = None,
 ) -> Materialised:
     """Write these jobs' next occurrences and advance their cursors, inside the caller's
-    transaction: one INSERT and one cursor UPDATE for the whole batch."""
+    transaction: one INSERT and one cursor UPDATE (which records the tz database) for the batch."""
     rows: list[tuple[UUID, UUID, str, datetime, datetime]] = []
     cursors: list[tuple[UUID, datetime]] = []
     for job in jobs:
         step = plan(
             # A job never materialised (written by SQL, say) owes its occurrences since it was created.
-            CronSchedule(job.cron or "", job.timezone), str(job.id), job.window_s, job.materialised_to or job.created_at, now,
+            CronSchedule(job.cron or "", job.timezone, job.dst_repeated, job.dst_missing), str(job.id), job.window_s,
+            job.materialised_to or job.created_at, now,
             horizon_s=config.horizon_s, lookback_s=config.lookback_s, max_occurrences=config.max_occurrences_per_job,
         )  # fmt: skip
         if step.unrecorded:
@@ -110,7 +111,7 @@ async def materialise_jobs(
         rows.extend((new_execution_id(at), job.id, job.tenant, at, due_at) for at, due_at in step.occurrences)
         cursors.append((job.id, step.cursor))
     executions = await tx.execution_insert_many(rows, dispatch_horizon_s) if rows else []
-    await tx.job_advance_cursor_many(cursors)
+    await tx.job_advance_cursor_many(cursors, tzdb.installed_version())
     enqueue = {e.id: Enqueue(e.id, e.due_at, e.tenant) for e in executions if e.status == ExecutionStatus.QUEUED}
     missed_by = now - timedelta(seconds=config.misfire_grace_s)
     missed_jobs = list({e.job_id for e in executions if e.due_at < missed_by})

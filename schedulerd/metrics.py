@@ -89,3 +89,12 @@ DUE_NEXT = Gauge(
     "(the top [forecast].top_tenants, the rest summed as _other; sum over tenants = total)",
     ["window", "tenant"],
 )
+
+# The tz database (schedulerd/tzchange.py): which one resolves zones here, and what its change moved.
+TZDATA = Gauge("schedulerd_tzdata_info", "1 for the tz database this replica resolves zones with", ["version", "source"])
+TZ_JOBS_MOVED = Counter(
+    "schedulerd_tz_jobs_moved_total", "Cron jobs whose future instants moved when recomputed after a tz database change"
+)
+TZ_OCCURRENCES_MOVED = Counter(
+    "schedulerd_tz_occurrences_moved_total", "Future occurrences moved by tz database recomputes ([old, new] pairs; an unpaired one counts once)"
+)

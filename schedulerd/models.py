@@ -70,6 +70,9 @@ class Job(_Row):
     paused_note: str | None  # why it was paused (cleared on resume)
     paused_by: str | None  # who paused it: "cli:<user>", a --by name, or "api:<tenant>"
     paused_at: datetime | None
+    dst_repeated: str | None  # first | both; None: the DST rule (README "The DST rule")
+    dst_missing: str | None  # shift | skip; None: the DST rule
+    tzdata_version: str | None  # tz database that resolved its written occurrences ('mixed': several)
 
 
 @dataclass(frozen=True)
@@ -230,3 +233,30 @@ class Forecast:
     @property
     def total(self) -> tuple[int, ...]:
         return tuple(sum(column) for column in zip(*self.by_tenant.values())) if self.by_tenant else (0,) * len(self.windows_s)
+
+
+@dataclass(frozen=True)
+class TzRecompute(_Row):
+    """One pass that rewrote cron jobs' future occurrences after the tz database changed."""
+
+    id: int
+    tzdata_version: str
+    tzdata_source: str
+    worker: str
+    started_at: datetime
+    finished_at: datetime | None
+    jobs_checked: int
+    jobs_moved: int
+
+
+@dataclass(frozen=True)
+class TzMovedJob(_Row):
+    """A job whose future instants moved in a recompute: what was cancelled and written."""
+
+    recompute_id: int
+    job_id: UUID
+    tenant: str
+    old_version: str | None
+    removed: int
+    added: int
+    moves: list[list[str | None]]  # [old, new] ISO 8601 UTC pairs, oldest first; None on one side: no partner

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any
 from uuid import UUID
+from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
@@ -18,7 +19,7 @@ from schedulerd.api import schemas
 from schedulerd.api.app import ERRORS, ApiError, Services
 from schedulerd.dead_letters import DeadLetters, FailedFilter
 from schedulerd.errors import ValidationError
-from schedulerd.jobs import JobSpec, next_runs
+from schedulerd.jobs import JobSpec, labelled_next_runs, next_runs, schedule_of
 from schedulerd.models import Attempt, Execution, Job, LastExecution, Redrive
 from schedulerd.store import Store
 from schedulerd.tenants import Principal
@@ -42,6 +43,8 @@ def job_view(job: Job, now: datetime, last: LastExecution | None = None) -> sche
         next_runs=next_runs(job, now, NEXT_RUNS) if state == "enabled" else [],
         last_execution=schemas.LastExecution(id=last.id, status=last.status, scheduled_for=last.scheduled_for,
                                              finished_at=last.finished_at) if last else None,
+        dst_repeated=schedule_of(job).repeated if job.cron else None,
+        dst_missing=schedule_of(job).missing if job.cron else None, tzdata_version=job.tzdata_version,
     )  # type: ignore[arg-type]  # fmt: skip
 
 
@@ -114,7 +117,7 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
             timezone=body.timezone, misfire_policy=body.misfire.policy, catch_up_limit=body.misfire.catch_up_limit,
             window_s=body.window_s, name=body.name, max_attempts=body.retry.max_attempts, timeout_s=body.timeout_s,
             backoff_base_s=body.retry.backoff_base_s, backoff_factor=body.retry.backoff_factor,
-            backoff_max_s=body.retry.backoff_max_s,
+            backoff_max_s=body.retry.backoff_max_s, dst_repeated=body.dst_repeated, dst_missing=body.dst_missing,
         )  # fmt: skip
 
         def created(job: Job, executions: list[Execution]) -> dict[str, Any]:
@@ -170,6 +173,16 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
     async def get_job(job_id: UUID, who: Caller) -> Any:
         job = await jobs.get(job_id, who.tenant)
         return job_view(job, datetime.now(UTC), (await store.job_last_executions([job.id])).get(job.id))
+
+    @api.get("/jobs/{job_id}/next-runs", response_model=schemas.NextRuns, tags=["jobs"],
+             summary="a job's next runs, each labelled with what DST did to it")  # fmt: skip
+    async def job_next_runs(job_id: UUID, who: Caller, count: Annotated[int, Query(ge=1, le=1000)] = 10) -> Any:
+        job = await jobs.get(job_id, who.tenant)
+        if job.deleted_at is not None or not job.enabled:
+            return {"items": []}
+        zone = ZoneInfo(job.timezone)
+        return {"items": [{"at": r.at, "local": r.at.astimezone(zone).isoformat(), "labels": list(r.labels), "note": r.note}
+                          for r in labelled_next_runs(job, datetime.now(UTC), count)]}  # fmt: skip
 
     @api.post("/jobs/{job_id}/pause", response_model=schemas.JobChanged, tags=["jobs"],
               summary="stop a job; its unstarted executions are cancelled")  # fmt: skip
@@ -296,6 +309,18 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
             "start_lag": {"p50_s": stats.lag_p50_s, "p90_s": stats.lag_p90_s, "p99_s": stats.lag_p99_s,
                           "max_s": stats.lag_max_s, "started": stats.started},
             "runs_by_status": stats.by_status,
+        }  # fmt: skip
+
+    @api.get("/tz/report", response_model=schemas.TzReport, tags=["jobs"],
+             summary="the last recompute after a tz database change: this tenant's jobs whose instants moved")  # fmt: skip
+    async def tz_report(who: Caller) -> Any:
+        last = await store.tz_recompute_last()
+        moved = await store.tz_moved_job_list(last.id, tenant=who.tenant, limit=config.api.page_size_max) if last else []
+        return {
+            "last_recompute": {"id": last.id, "tzdata_version": last.tzdata_version, "started_at": last.started_at,
+                               "finished_at": last.finished_at} if last else None,
+            "moved_jobs": [{"job_id": m.job_id, "old_version": m.old_version, "removed": m.removed, "added": m.added,
+                            "moves": m.moves} for m in moved],
         }  # fmt: skip
 
     @api.get("/me", response_model=schemas.Me, tags=["tenant"], summary="the tenant this token belongs to")

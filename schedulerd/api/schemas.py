@@ -63,6 +63,10 @@ class JobCreate(_Input):
     window_s: Seconds = Field(0.0, ge=0, le=86400, description="smear each run by a stable offset within this window")
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     timeout_s: Seconds | None = Field(None, gt=0, le=604800, description="handler timeout")
+    dst_repeated: Literal["first", "both"] | None = Field(
+        None, description="cron: a wall time that happens twice runs at its first pass or at both; null: the DST rule")
+    dst_missing: Literal["shift", "skip"] | None = Field(
+        None, description="cron: a wall time that does not exist runs at the end of the gap or is skipped; null: the DST rule")
 
 
 class PauseRequest(_Input):
@@ -139,6 +143,21 @@ class Job(BaseModel):
     deleted_at: datetime | None
     next_runs: list[datetime] = Field(..., description="the next due instants, UTC (smearing applied)")
     last_execution: LastExecution | None = Field(None, description="latest execution that started or was skipped")
+    dst_repeated: Literal["first", "both"] | None = Field(None, description="in force for a cron job (its choice or the DST rule)")
+    dst_missing: Literal["shift", "skip"] | None = Field(None, description="in force for a cron job (its choice or the DST rule)")
+    tzdata_version: str | None = Field(None, description="tz database that resolved its written occurrences")
+
+
+class NextRun(BaseModel):
+    at: datetime = Field(..., description="due instant, UTC (smearing applied)")
+    local: str = Field(..., description="the same instant in the job's zone, ISO 8601 with offset")
+    labels: list[Literal["dst_shifted", "dst_skipped_before", "dst_deduplicated", "dst_repeated"]] = Field(
+        ..., description="what DST did to this run (README: The DST rule); empty for an ordinary run")
+    note: str | None = Field(None, description="the same in words, in local time")
+
+
+class NextRuns(BaseModel):
+    items: list[NextRun]
 
 
 class JobCreated(BaseModel):
@@ -290,3 +309,25 @@ class Forecast(BaseModel):
     tenant: str
     now: datetime
     windows: list[ForecastWindow]
+
+
+class TzRecompute(BaseModel):
+    id: int
+    tzdata_version: str = Field(..., description="the tz database jobs were recomputed with")
+    started_at: datetime
+    finished_at: datetime | None
+
+
+class TzMovedJob(BaseModel):
+    job_id: UUID
+    old_version: str | None = Field(None, description="the tz database its occurrences had been resolved with")
+    removed: int = Field(..., description="future occurrences the new rules no longer produce (deleted, never started)")
+    added: int = Field(..., description="occurrences the new rules produce (written)")
+    moves: list[list[datetime | None]] = Field(..., description="up to 20 [old, new] UTC pairs, oldest first")
+
+
+class TzReport(BaseModel):
+    """The last recompute after a tz database change, and this tenant's jobs whose instants moved."""
+
+    last_recompute: TzRecompute | None
+    moved_jobs: list[TzMovedJob]

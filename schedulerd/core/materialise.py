@@ -1,4 +1,5 @@
-"""Which occurrences of a cron job to write next, and where its cursor moves. Pure: no I/O.
+"""Which occurrences of a cron job to write next, where its cursor moves, and how written ones
+differ from a schedule's current answer (after a tz database change). Pure: no I/O.
 
 The cursor (`materialised_to`) means "every occurrence up to here is written". A pass writes
 (cursor, now + horizon], with the end aligned down to the minute so jobs sharing an expression
@@ -7,6 +8,7 @@ and zone share cached windows.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -55,3 +57,28 @@ def plan(
         until = instants[-1]
     offset = timedelta(seconds=smear_offset_s(job_id, window_s))
     return Plan([(t, t + offset) for t in instants], until, unrecorded)
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    """How written occurrences differ from what the schedule now produces."""
+
+    remove: list[datetime]  # written, no longer produced; oldest first
+    add: list[datetime]  # produced, not written; oldest first
+    moves: list[tuple[datetime | None, datetime | None]]  # (old, new), paired in time order
+
+
+def reconcile(written: list[datetime], expected: list[datetime]) -> Reconciled:
+    """Compare a job's written future occurrences with those its schedule produces now (after a tz
+    database change). Moves pair removed and added instants in time order; when their counts
+    differ (a rule dropped or added a run) the extras have no partner.
+
+    >>> t = lambda h: datetime(2026, 7, 1, h)
+    >>> reconcile([t(13), t(14)], [t(14), t(15)]).moves == [(t(13), t(15))]
+    True
+    """
+    written_set, expected_set = set(written), set(expected)
+    remove = sorted(written_set - expected_set)
+    add = sorted(expected_set - written_set)
+    moves = list(itertools.zip_longest(remove, add))
+    return Reconciled(remove, add, moves)

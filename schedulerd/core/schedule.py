@@ -1,4 +1,5 @@
-"""Cron schedules in an explicit IANA zone, turned into UTC run instants with a fixed DST rule.
+"""Cron schedules in an explicit IANA zone, turned into UTC run instants with a fixed DST rule
+(which a job may override), and a preview that labels what DST did to each run.
 
 Pure: no I/O beyond reading tzdata through zoneinfo, no asyncio.
 """
@@ -9,8 +10,10 @@ import bisect
 import hashlib
 import math
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
 from zoneinfo import ZoneInfo, available_timezones
 
@@ -43,6 +46,15 @@ _FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
 _DAYS_IN_MONTH = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)  # Feb 29 exists in leap years
 _OFFSET_LIKE = re.compile(r"(?i)(utc|gmt|z)?\s*[+-]\s*\d{1,2}(:?\d{2})?")
 _ZONE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*")
+
+# Per-job overrides of the DST rule (None: the rule, decided by the minute and hour fields).
+DST_REPEATED = ("first", "both")  # a wall time that happens twice: run at its first pass, or at both
+DST_MISSING = ("shift", "skip")  # a wall time that does not exist: run after the gap, or not at all
+# Preview labels (see CronSchedule.labelled_runs and README "The DST rule").
+DST_SHIFTED = "dst_shifted"
+DST_SKIPPED_BEFORE = "dst_skipped_before"
+DST_DEDUPLICATED = "dst_deduplicated"
+DST_REPEATED_LABEL = "dst_repeated"
 
 
 class ScheduleError(ValueError):
@@ -148,8 +160,28 @@ def _known_zones() -> frozenset[str]:
     return frozenset(available_timezones())
 
 
+ZoneLookup = Callable[[str], tzinfo]
+_zone_lookup: ZoneLookup = ZoneInfo  # the installed tz database; swapped only by zone_rules()
+
+
+@contextmanager
+def zone_rules(lookup: ZoneLookup) -> Iterator[None]:
+    """Resolve zone names with `lookup` inside the block (tests simulate a tz database upgrade:
+    the same name, other rules). Caches are cleared on the way in and out."""
+    global _zone_lookup
+    previous, _zone_lookup = _zone_lookup, lookup
+    _zone.cache_clear()
+    _cached.cache_clear()
+    try:
+        yield
+    finally:
+        _zone_lookup = previous
+        _zone.cache_clear()
+        _cached.cache_clear()
+
+
 @lru_cache(maxsize=1024)
-def _zone(name: str) -> ZoneInfo:
+def _zone(name: str) -> tzinfo:
     if _OFFSET_LIKE.fullmatch(name.strip()):
         raise ScheduleError(
             f"time zone {name!r} is a UTC offset, which ignores daylight saving; "
@@ -162,19 +194,19 @@ def _zone(name: str) -> ZoneInfo:
     if name not in _known_zones():
         raise ScheduleError(f"unknown time zone {name!r}: not in the IANA tz database")
     try:
-        return ZoneInfo(name)
+        return _zone_lookup(name)
     except (ValueError, OSError) as exc:  # a file in tzdata that is not a zone (e.g. 'zone.tab')
         raise ScheduleError(f"unknown time zone {name!r}: {exc}") from exc
 
 
-def _off(zone: ZoneInfo, naive: datetime) -> timedelta:
+def _off(zone: tzinfo, naive: datetime) -> timedelta:
     """UTC offset of a local wall-clock time; naive.fold picks the first (0) or second (1) reading."""
     offset = zone.utcoffset(naive)
-    assert offset is not None  # ZoneInfo always knows its offset
+    assert offset is not None  # a zone always knows its offset
     return offset
 
 
-def _gap_end(zone: ZoneInfo, naive: datetime, low: datetime, high: datetime) -> datetime:
+def _gap_end(zone: tzinfo, naive: datetime, low: datetime, high: datetime) -> datetime:
     """First real instant whose wall clock reaches `naive`, which lies in a gap; low < it <= high."""
     # Transitions fall on whole seconds, so bisecting seconds is exact.
     while high - low > _SECOND:
@@ -186,26 +218,49 @@ def _gap_end(zone: ZoneInfo, naive: datetime, low: datetime, high: datetime) -> 
     return high
 
 
-def _day_with_transition(spec: _Spec, zone: ZoneInfo, day: date) -> list[datetime]:
-    """Every run instant of one local day that contains an offset change (slow, exact path)."""
+@dataclass(frozen=True)
+class _Event:
+    """What the DST rule did with one nominal wall-clock time of a day with an offset change."""
+
+    at: datetime | None  # the run instant (UTC), or None: not run
+    wall: datetime  # the nominal local time (naive)
+    kind: str  # plain | shifted | skipped | deduplicated | repeated_first | repeated_second
+    gap: tuple[datetime, datetime] | None = None  # in a gap: bounds (low, high] of its end
+
+
+def _day_events(spec: _Spec, zone: tzinfo, day: date, both: bool, shift: bool) -> list[_Event]:
+    """Every nominal time of one local day that contains an offset change (slow, exact path)."""
     midnight = datetime(day.year, day.month, day.day)
-    out: list[datetime] = []
+    out: list[_Event] = []
     for td in spec.times:
         naive = midnight + td
         off0, off1 = _off(zone, naive), _off(zone, naive.replace(fold=1))
         u0, u1 = (naive - off0).replace(tzinfo=UTC), (naive - off1).replace(tzinfo=UTC)
         if off0 == off1:  # exists once
-            out.append(u0)
+            out.append(_Event(u0, naive, "plain"))
         elif off0 > off1:  # happens twice (fall back): u0 is the first
-            out.extend((u0,) if spec.wall_clock else (u0, u1))
-        elif spec.wall_clock:  # does not exist (spring forward)
+            if both:
+                out.extend((_Event(u0, naive, "repeated_first"), _Event(u1, naive, "repeated_second")))
+            else:
+                out.append(_Event(u0, naive, "deduplicated"))
+        elif shift:  # does not exist (spring forward)
             # fold=0 reads it with the pre-gap offset, fold=1 with the post-gap one, so the
             # transition instant (the first moment after the gap) lies in (u1, u0].
-            out.append(_gap_end(zone, naive, u1, u0))
+            out.append(_Event(_gap_end(zone, naive, u1, u0), naive, "shifted", (u1, u0)))
+        else:
+            out.append(_Event(None, naive, "skipped", (u1, u0)))
     return out
 
 
-def _compute(expression: str, tz: str, after: datetime, until: datetime) -> tuple[datetime, ...]:
+def _day_offsets(zone: tzinfo, day: date) -> set[timedelta]:
+    start = datetime(day.year, day.month, day.day)
+    end = start + _DAY
+    return {_off(zone, start), _off(zone, start.replace(fold=1)), _off(zone, end), _off(zone, end.replace(fold=1))}
+
+
+def _compute(
+    expression: str, tz: str, after: datetime, until: datetime, both: bool, shift: bool
+) -> tuple[datetime, ...]:
     spec, zone = _compile(expression), _zone(tz)
     after, until = max(after, _MIN), min(until, _MAX)
     if until <= after:
@@ -217,20 +272,18 @@ def _compute(expression: str, tz: str, after: datetime, until: datetime) -> tupl
     last = until.astimezone(zone).date() + _DAY
     while day <= last:
         if spec.matches(day):
-            start = datetime(day.year, day.month, day.day)
-            end = start + _DAY
-            offs = {_off(zone, start), _off(zone, start.replace(fold=1)),
-                    _off(zone, end), _off(zone, end.replace(fold=1))}
+            offs = _day_offsets(zone, day)
             if len(offs) == 1:
                 # One offset all day (tzdata has no two transitions within 36 h since 1970), so
                 # run instants are midnight-in-UTC plus the wall-clock offsets; bisect the window.
-                base = start.replace(tzinfo=UTC) - offs.pop()
+                base = datetime(day.year, day.month, day.day, tzinfo=UTC) - offs.pop()
                 i = bisect.bisect_right(spec.times, after - base)
                 j = bisect.bisect_right(spec.times, until - base)
                 out.extend([base + td for td in spec.times[i:j]])
             else:
                 irregular = True
-                out.extend(u for u in _day_with_transition(spec, zone, day) if after < u <= until)
+                events = _day_events(spec, zone, day, both, shift)
+                out.extend(e.at for e in events if e.at is not None and after < e.at <= until)
         day += _DAY
     if irregular:
         # Transition days can emit out of order (both folds of a repeated hour) or collide
@@ -242,14 +295,25 @@ def _compute(expression: str, tz: str, after: datetime, until: datetime) -> tupl
 
 
 @lru_cache(maxsize=1024)
-def _cached(expression: str, tz: str, after: datetime, until: datetime) -> tuple[datetime, ...]:
-    return _compute(expression, tz, after, until)
+def _cached(
+    expression: str, tz: str, after: datetime, until: datetime, both: bool, shift: bool
+) -> tuple[datetime, ...]:
+    return _compute(expression, tz, after, until, both, shift)
 
 
 def _utc(name: str, value: datetime) -> datetime:
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(f"{name} must be a timezone-aware datetime, got naive {value.isoformat()}")
     return value.astimezone(UTC)
+
+
+@dataclass(frozen=True)
+class Run:
+    """A preview entry: a run instant and what DST did to it (labels empty: an ordinary run)."""
+
+    at: datetime  # UTC
+    labels: tuple[str, ...]  # dst_shifted, dst_skipped_before, dst_deduplicated, dst_repeated
+    note: str | None  # the same in words, in the zone's local time
 
 
 @dataclass(frozen=True)
@@ -272,6 +336,11 @@ class CronSchedule:
     The test is textual: any '*' in minute or hour (``*/15`` too) means cadence, so
     ``0 0-23 * * *`` is 24 fixed times (01:00 runs once on fall-back) while ``0 * * * *`` is not.
 
+    A job may override either half of the rule: ``dst_repeated`` ``first`` (fixed times' default)
+    or ``both`` (cadence's default) for a wall time that happens twice; ``dst_missing`` ``shift``
+    (fixed times' default: run at the first instant after the gap) or ``skip`` (cadence's
+    default: no run) for one that does not exist. None keeps the rule.
+
     Day fields follow Vixie cron: if both day-of-month and day-of-week are restricted (neither
     starts with '*'), a day matches when either does (croniter 7 also ORs ``*/2`` with a weekday;
     we do not). ``N/step`` is refused: write ``N-59/step``. Results are strictly increasing.
@@ -279,43 +348,128 @@ class CronSchedule:
 
     expression: str
     timezone: str = "UTC"
+    dst_repeated: str | None = None  # first | both | None (the rule)
+    dst_missing: str | None = None  # shift | skip | None (the rule)
 
     def __post_init__(self) -> None:
         _compile(self.expression)  # raise ScheduleError now, never at materialisation time
         _zone(self.timezone)
+        if self.dst_repeated not in (None, *DST_REPEATED):
+            raise ScheduleError(f"dst_repeated must be one of {', '.join(DST_REPEATED)}, got {self.dst_repeated!r}")
+        if self.dst_missing not in (None, *DST_MISSING):
+            raise ScheduleError(f"dst_missing must be one of {', '.join(DST_MISSING)}, got {self.dst_missing!r}")
 
     @classmethod
-    def parse(cls, expression: str, timezone: str = "UTC") -> CronSchedule:
+    def parse(
+        cls, expression: str, timezone: str = "UTC", dst_repeated: str | None = None, dst_missing: str | None = None
+    ) -> CronSchedule:
         """Validate and build; raises ScheduleError naming the bad field, value or zone."""
-        return cls(expression, timezone)
+        return cls(expression, timezone, dst_repeated, dst_missing)
 
     @property
     def wall_clock(self) -> bool:
         """True for fixed wall-clock times, False for a real-time cadence (see class docstring)."""
         return _compile(self.expression).wall_clock
 
+    @property
+    def repeated(self) -> str:
+        """The policy in force for a wall time that happens twice: first | both."""
+        return self.dst_repeated or ("first" if self.wall_clock else "both")
+
+    @property
+    def missing(self) -> str:
+        """The policy in force for a wall time that does not exist: shift | skip."""
+        return self.dst_missing or ("shift" if self.wall_clock else "skip")
+
     def occurrences(self, after: datetime, until: datetime) -> list[datetime]:
-        """UTC instants t with after < t <= until. Cached per (expression, zone, window).
+        """UTC instants t with after < t <= until. Cached per (expression, zone, policy, window).
 
         >>> s = CronSchedule.parse("30 2 * * *", "America/New_York")
         >>> s.occurrences(datetime(2026, 3, 8, tzinfo=UTC), datetime(2026, 3, 9, tzinfo=UTC))
         [datetime.datetime(2026, 3, 8, 7, 0, tzinfo=datetime.timezone.utc)]
         """
-        return list(_cached(self.expression, self.timezone, _utc("after", after), _utc("until", until)))
+        both, shift = self.repeated == "both", self.missing == "shift"
+        return list(_cached(self.expression, self.timezone, _utc("after", after), _utc("until", until), both, shift))
 
     def next_runs(self, after: datetime, count: int) -> list[datetime]:
         """The first `count` UTC instants strictly after `after` (fewer only past year 9999)."""
         if count < 0:
             raise ValueError(f"count must be >= 0, got {count}")
+        both, shift = self.repeated == "both", self.missing == "shift"
         start = _utc("after", after)
         out: list[datetime] = []
         span = timedelta(hours=1)
         while len(out) < count and start < _MAX:
             # Widening windows: cheap for '* * * * *', still quick for '0 0 29 2 *'.
             end = start + span if _MAX - start > span else _MAX  # no overflow near year 9999
-            out.extend(_compute(self.expression, self.timezone, start, end))
+            out.extend(_compute(self.expression, self.timezone, start, end, both, shift))
             start, span = end, min(span * 2, timedelta(days=366))
         return out[:count]
+
+    def labelled_runs(self, after: datetime, count: int) -> list[Run]:
+        """next_runs(after, count), each labelled with what DST did to it:
+
+        * ``dst_shifted``: stands for wall time(s) that did not exist (spring forward); runs at
+          the first instant after the gap (several such times share one run).
+        * ``dst_skipped_before``: wall time(s) since the previous run did not exist and were
+          skipped (``dst_missing = skip``).
+        * ``dst_deduplicated``: its wall time happened twice (fall back); it runs at the first
+          pass only.
+        * ``dst_repeated``: its wall time happened twice and the job runs at both passes; the
+          note says which pass this is.
+
+        >>> [r.labels for r in CronSchedule("30 2 * * *", "America/New_York").labelled_runs(
+        ...     datetime(2026, 3, 7, 12, tzinfo=UTC), 2)]
+        [('dst_shifted',), ()]
+        """
+        runs = self.next_runs(after, count)
+        if not runs:
+            return []
+        spec, zone = _compile(self.expression), _zone(self.timezone)
+        both, shift = self.repeated == "both", self.missing == "shift"
+        start = _utc("after", after)
+        found: dict[datetime, dict[str, list[_Event]]] = {run: {} for run in runs}
+        day, last = start.astimezone(zone).date() - _DAY, runs[-1].astimezone(zone).date() + _DAY
+        while day <= last:
+            if spec.matches(day) and len(_day_offsets(zone, day)) > 1:
+                for event in _day_events(spec, zone, day, both, shift):
+                    if event.kind == "plain":
+                        continue
+                    target = event.at
+                    if event.kind == "skipped":  # told on the first run after the gap
+                        assert event.gap is not None
+                        gap_end = _gap_end(zone, event.wall, *event.gap)
+                        i = bisect.bisect_left(runs, gap_end)
+                        target = runs[i] if gap_end > start and i < len(runs) else None
+                    if target in found:
+                        found[target].setdefault(event.kind, []).append(event)
+            day += _DAY
+        return [Run(run, *_label(zone, kinds)) for run, kinds in found.items()]
+
+
+_LABELS = {"shifted": DST_SHIFTED, "skipped": DST_SKIPPED_BEFORE, "deduplicated": DST_DEDUPLICATED,
+           "repeated_first": DST_REPEATED_LABEL, "repeated_second": DST_REPEATED_LABEL}  # fmt: skip
+
+
+def _describe(zone: tzinfo, kind: str, events: list[_Event]) -> str:
+    walls = [e.wall for e in events]
+    text = walls[0].strftime("%Y-%m-%d %H:%M") + "".join(
+        ", " + w.strftime("%H:%M" if w.date() == walls[0].date() else "%Y-%m-%d %H:%M") for w in walls[1:]
+    )
+    if kind == "shifted":
+        runs = "runs" if len(walls) == 1 else "run once"
+        return f"{text} did not exist (clocks sprang forward): {runs} at the first instant after the gap"
+    if kind == "skipped":
+        return f"{text} did not exist (clocks sprang forward): skipped"
+    first, second = zone.tzname(walls[0]), zone.tzname(walls[0].replace(fold=1))
+    if kind == "deduplicated":
+        return f"{text} happened twice ({first}, then {second}): runs at the first pass only"
+    return f"{text} happened twice ({first}, then {second}): this is the {kind.removeprefix('repeated_')} pass"
+
+
+def _label(zone: tzinfo, kinds: dict[str, list[_Event]]) -> tuple[tuple[str, ...], str | None]:
+    labels = tuple(dict.fromkeys(_LABELS[k] for k in kinds))
+    return labels, "; ".join(_describe(zone, kind, events) for kind, events in kinds.items()) or None
 
 
 def smear_offset_s(job_id: str, window_s: float) -> float:

@@ -16,8 +16,7 @@ import asyncpg
 from schedulerd.core.ids import scheduled_for_bounds
 from schedulerd.models import (
     Attempt, Claim, Enqueue, Execution, FailedExecution, Forecast, IdempotencyRecord, Job, LastExecution,
-    LateExecution, Outcome, Redrive,
-    TenantStats,
+    LateExecution, Outcome, Redrive, TenantStats, TzMovedJob, TzRecompute,
 )  # fmt: skip
 from schedulerd.store.sql import QUERIES
 
@@ -107,7 +106,7 @@ class Store:
             job["id"], job["tenant"], job["name"], job["task"], job["params"], job["schedule_kind"],
             job["run_at"], job["cron"], job["timezone"], job["misfire_policy"], job["catch_up_limit"],
             job["window_s"], job["max_attempts"], job["backoff_base_s"], job["backoff_factor"],
-            job["backoff_max_s"], job["timeout_s"],
+            job["backoff_max_s"], job["timeout_s"], job["dst_repeated"], job["dst_missing"], job["tzdata_version"],
         )  # fmt: skip
         return Job.from_row(row)
 
@@ -139,8 +138,10 @@ class Store:
         rows = await self.db.fetch(QUERIES["job_due_for_materialising"], horizon_s, limit)
         return [Job.from_row(r) for r in rows], (rows[0]["now"] if rows else None)
 
-    async def job_advance_cursor_many(self, cursors: Sequence[tuple[UUID, datetime]]) -> None:
-        await self.db.execute(QUERIES["job_advance_cursor_many"], [c[0] for c in cursors], [c[1] for c in cursors])
+    async def job_advance_cursor_many(self, cursors: Sequence[tuple[UUID, datetime]], tzdata_version: str) -> None:
+        await self.db.execute(
+            QUERIES["job_advance_cursor_many"], [c[0] for c in cursors], [c[1] for c in cursors], tzdata_version
+        )
 
     async def job_horizon(self) -> tuple[datetime | None, datetime]:
         """(least-advanced cursor of enabled cron jobs or None, Postgres's now)."""
@@ -452,3 +453,74 @@ class Store:
     async def execution_late_counts(self, within_s: float) -> dict[str, int]:
         rows = await self.db.fetch(QUERIES["execution_late_counts"], within_s)
         return {r["late_reason"]: r["n"] for r in rows}
+
+    # --- tz database changes (schedulerd/tzchange.py) ------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def tz_locked(self) -> AsyncIterator[Store]:
+        """A Store on one connection holding the tz recompute lock (waits for another replica's
+        recompute to finish); its transaction() runs on that connection."""
+        async with self.db.acquire() as connection:
+            held = _OnConnection(connection)
+            await held.tz_lock()
+            try:
+                yield held
+            finally:
+                await held.tz_unlock()
+
+    async def tz_lock(self) -> None:
+        await self.db.execute(QUERIES["tz_lock"])
+
+    async def tz_unlock(self) -> None:
+        await self.db.execute(QUERIES["tz_unlock"])
+
+    async def job_tz_stale(self, tzdata_version: str, after: UUID, limit: int) -> tuple[list[Job], datetime | None]:
+        """Locked live cron jobs recorded with another tz database, by id after `after`; and Postgres's now."""
+        rows = await self.db.fetch(QUERIES["job_tz_stale"], tzdata_version, after, limit)
+        return [Job.from_row(r) for r in rows], (rows[0]["now"] if rows else None)
+
+    async def execution_future_unstarted(self, job_ids: Sequence[UUID], after: datetime) -> list[Any]:
+        """(job_id, id, scheduled_for) of these jobs' unstarted occurrences after `after`."""
+        return await self.db.fetch(QUERIES["execution_future_unstarted"], list(job_ids), after)
+
+    async def execution_delete_tz_stale(self, slots: Sequence[tuple[UUID, datetime]]) -> set[UUID]:
+        """Delete these (id, scheduled_for) occurrences if still unstarted; returns the ids deleted."""
+        rows = await self.db.fetch(QUERIES["execution_delete_tz_stale"], [s[0] for s in slots], [s[1] for s in slots])
+        return {r["id"] for r in rows}
+
+    async def job_set_tzdata_version(self, job_ids: Sequence[UUID], tzdata_version: str) -> None:
+        await self.db.execute(QUERIES["job_set_tzdata_version"], list(job_ids), tzdata_version)
+
+    async def tz_recompute_insert(self, tzdata_version: str, tzdata_source: str, worker: str) -> TzRecompute:
+        return TzRecompute.from_row(await self.db.fetchrow(QUERIES["tz_recompute_insert"], tzdata_version, tzdata_source, worker))
+
+    async def tz_recompute_finish(self, recompute_id: int, jobs_checked: int, jobs_moved: int) -> None:
+        await self.db.execute(QUERIES["tz_recompute_finish"], recompute_id, jobs_checked, jobs_moved)
+
+    async def tz_moved_job_insert_many(self, recompute_id: int, moved: Sequence[TzMovedJob]) -> None:
+        await self.db.execute(
+            QUERIES["tz_moved_job_insert_many"], recompute_id, [m.job_id for m in moved], [m.tenant for m in moved],
+            [m.old_version for m in moved], [m.removed for m in moved], [m.added for m in moved],
+            [json.dumps(m.moves) for m in moved],
+        )  # fmt: skip
+
+    async def tz_recompute_last(self) -> TzRecompute | None:
+        row = await self.db.fetchrow(QUERIES["tz_recompute_last"])
+        return TzRecompute.from_row(row) if row else None
+
+    async def tz_moved_job_list(self, recompute_id: int, *, tenant: str | None = None, limit: int = 1000) -> list[TzMovedJob]:
+        rows = await self.db.fetch(QUERIES["tz_moved_job_list"], recompute_id, tenant, limit)
+        return [TzMovedJob.from_row(r) for r in rows]
+
+    async def job_tzdata_versions(self) -> dict[str | None, int]:
+        """Live cron jobs per recorded tz database version."""
+        return {r["tzdata_version"]: r["jobs"] for r in await self.db.fetch(QUERIES["job_tzdata_versions"])}
+
+
+class _OnConnection(Store):
+    """A Store bound to one held connection: transaction() opens a transaction on it."""
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Store]:
+        async with self.db.transaction():
+            yield self

@@ -86,6 +86,12 @@ async function jobView(id) {
       <td>${when(e.scheduled_for, job.timezone)}</td><td>${when(e.first_started_at, job.timezone)}</td>
       <td>${seconds(e.start_lag_s)}</td><td>${esc(e.attempt)}</td><td>${esc(e.worker || "")}</td>
       <td class="error">${esc((e.last_error || e.reason || "").split("\n").slice(-1)[0])}${lateNote(e)}</td></tr>`);
+  // Next runs from the labelled preview: a run DST shifted, skipped before or de-duplicated says so.
+  const next = job.state === "enabled" ? (await api("GET", `/v1/jobs/${encodeURIComponent(id)}/next-runs?count=5`)).items : [];
+  const nextRuns = next.map((r) => `<div class="run">${when(r.at, job.timezone)}${r.labels.map((label) =>
+    `<span class="dst" title="${esc(r.note)}">${esc(label)}</span>`).join("")}</div>`).join("") || "–";
+  const dst = job.cron ? `<dt>DST</dt><dd>repeated time: ${esc(job.dst_repeated)}, missing time: ${esc(job.dst_missing)};
+    tz database ${esc(job.tzdata_version || "unrecorded")}</dd>` : "";
   const actions = job.state === "deleted" ? "" : `
     <button data-action="trigger">Run now</button>
     ${job.state === "enabled" ? '<button data-action="pause">Pause</button>' : ""}
@@ -96,7 +102,7 @@ async function jobView(id) {
     <dt>schedule</dt><dd>${job.cron ? `<code>${esc(job.cron)}</code> in ${esc(job.timezone)}` : esc(job.schedule_kind)}</dd>
     <dt>state</dt><dd id="job-state">${esc(job.state)}${job.pause ? ` since ${when(job.pause.at, "UTC")}
       <span class="note">${esc(pauseText(job.pause))}</span>` : ""}</dd><dt>params</dt><dd><code>${esc(JSON.stringify(job.params))}</code></dd>
-    <dt>next runs</dt><dd>${job.next_runs.map((t) => when(t, job.timezone)).join("") || "–"}</dd></dl>
+    ${dst}<dt>next runs</dt><dd id="next-runs">${nextRuns}</dd></dl>
     <p id="job-actions" data-id="${esc(job.id)}">${actions}</p>
     <h2>Executions</h2><table id="executions"><thead><tr><th>Status</th><th>Scheduled</th><th>Started</th>
     <th>Start lag</th><th>Attempts</th><th>Worker</th><th>Error / reason</th></tr></thead>
