@@ -53,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="what happens to occurrences missed while the scheduler was down")
     create.add_argument("--catch-up-limit", type=int, default=10, help="most missed runs replayed by catch_up")
     create.add_argument("--window", help="smear each run by a stable offset within this window, e.g. 5m")
+    create.add_argument("--overlap", default="allow", choices=["allow", "skip", "buffer_one", "cancel_other"],
+                        help="an occurrence due while the previous one still runs: start anyway (allow), skip it, "
+                             "start it when that one ends (buffer_one, at most one waits), or stop that one first")
     create.add_argument("--tenant", default="default")
     create.add_argument("--name")
     create.add_argument("--max-attempts", type=int)
@@ -157,7 +160,7 @@ def _job_spec(args: argparse.Namespace) -> Any:
         task=args.task, tenant=args.tenant, params=params, run_at=run_at, cron=args.cron, timezone=args.tz,
         misfire_policy=args.misfire, catch_up_limit=args.catch_up_limit,
         window_s=_parse("--window", parse_duration_s, args.window) if args.window else 0.0,
-        name=args.name, max_attempts=args.max_attempts,
+        name=args.name, max_attempts=args.max_attempts, overlap=args.overlap,
         timeout_s=_parse("--timeout", parse_duration_s, args.timeout) if args.timeout else None,
     )  # fmt: skip
 
@@ -216,9 +219,9 @@ async def _job_list(args: argparse.Namespace, config: Config) -> None:
     if args.json:
         print(json.dumps([_jsonable(j) for j in listed]))
         return
-    header = ("ID", "TENANT", "TASK", "SCHEDULE", "ZONE", "STATE", "CREATED")
+    header = ("ID", "TENANT", "TASK", "SCHEDULE", "ZONE", "OVERLAP", "STATE", "CREATED")
     rows = [
-        (str(j.id), j.tenant, j.task, j.cron or (_time(j.run_at) if j.run_at else "-"), j.timezone,
+        (str(j.id), j.tenant, j.task, j.cron or (_time(j.run_at) if j.run_at else "-"), j.timezone, j.overlap,
          "deleted" if j.deleted_at else "enabled" if j.enabled else "paused", _time(j.created_at))
         for j in listed
     ]  # fmt: skip

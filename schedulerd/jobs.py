@@ -24,6 +24,7 @@ from schedulerd import registry
 from schedulerd.clock import Clock, system
 from schedulerd.config import Config
 from schedulerd.core.misfire import MisfirePolicy
+from schedulerd.core.overlap import OverlapPolicy
 from schedulerd.core.schedule import CronSchedule, ScheduleError, smear_offset_s
 from schedulerd.errors import NotFoundError, ValidationError
 from schedulerd.materialiser import materialise_jobs
@@ -61,6 +62,7 @@ class JobSpec:
     backoff_base_s: float | None = None  # retry policy; see README "Retries"
     backoff_factor: float | None = None
     backoff_max_s: float | None = None
+    overlap: str = "allow"  # an occurrence due while the previous one runs: allow | skip | buffer_one | cancel_other
 
 
 def _check_text(text: str, field: str) -> None:
@@ -139,6 +141,8 @@ def validate(spec: JobSpec, config: Config, now: datetime) -> dict[str, Any]:
     timeout_s = defaults.timeout_s if spec.timeout_s is None else spec.timeout_s
     if not 0 < timeout_s <= 7 * 86400:
         raise ValidationError("timeout_s", f"must be above 0 and at most 7 days, got {timeout_s}")
+    if spec.overlap not in set(OverlapPolicy):
+        raise ValidationError("overlap", f"must be one of allow, skip, buffer_one, cancel_other, got {spec.overlap!r}")
     if spec.name is not None and len(spec.name) > 200:
         raise ValidationError("name", "is longer than 200 characters")
     if spec.name is not None:
@@ -158,6 +162,7 @@ def validate(spec: JobSpec, config: Config, now: datetime) -> dict[str, Any]:
         "catch_up_limit": spec.catch_up_limit, "window_s": spec.window_s if cron else 0.0,
         "max_attempts": max_attempts, "backoff_base_s": backoff["backoff_base_s"][0],
         "backoff_factor": backoff["backoff_factor"][0], "backoff_max_s": backoff["backoff_max_s"][0], "timeout_s": timeout_s,
+        "overlap": spec.overlap,
     }  # fmt: skip
 
 

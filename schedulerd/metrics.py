@@ -68,3 +68,16 @@ BREAKER_OPEN = Gauge(
 BREAKER_TRANSITIONS = Counter(
     "schedulerd_breaker_transitions_total", "Circuit breaker state changes this replica caused, by new state", ["task", "host", "state"]
 )
+
+# Schedules beyond the basics (issue 9).
+OVERLAP_DECISIONS = Counter(
+    "schedulerd_overlap_decisions_total",
+    "Occurrences of guarded jobs judged at claim time, by overlap policy and decision "
+    "(started, skipped, waiting, released, cancel_requested)",
+    ["policy", "decision"],
+)
+OVERRUN_WARNINGS = Counter(
+    "schedulerd_overrun_warnings_total",
+    "Cron jobs found with a recent p95 duration above [jobs].overrun_fraction of their interval, by task",
+    ["task"],
+)

@@ -33,7 +33,8 @@ def job_view(job: Job, now: datetime, last: LastExecution | None = None) -> sche
         run_at=job.run_at, cron=job.cron, timezone=job.timezone,
         misfire=schemas.MisfirePolicy(policy=job.misfire_policy, catch_up_limit=job.catch_up_limit),
         window_s=job.window_s, retry=schemas.Retry(max_attempts=job.max_attempts, backoff_base_s=job.backoff_base_s,
-        backoff_factor=job.backoff_factor, backoff_max_s=job.backoff_max_s), timeout_s=job.timeout_s, state=state,
+        backoff_factor=job.backoff_factor, backoff_max_s=job.backoff_max_s), timeout_s=job.timeout_s,
+        overlap=job.overlap, state=state,
         created_at=job.created_at, updated_at=job.updated_at, deleted_at=job.deleted_at,
         next_runs=next_runs(job, now, NEXT_RUNS) if state == "enabled" else [],
         last_execution=schemas.LastExecution(id=last.id, status=last.status, scheduled_for=last.scheduled_for,
@@ -97,7 +98,7 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
             timezone=body.timezone, misfire_policy=body.misfire.policy, catch_up_limit=body.misfire.catch_up_limit,
             window_s=body.window_s, name=body.name, max_attempts=body.retry.max_attempts, timeout_s=body.timeout_s,
             backoff_base_s=body.retry.backoff_base_s, backoff_factor=body.retry.backoff_factor,
-            backoff_max_s=body.retry.backoff_max_s,
+            backoff_max_s=body.retry.backoff_max_s, overlap=body.overlap,
         )  # fmt: skip
 
         def created(job: Job, executions: list[Execution]) -> dict[str, Any]:

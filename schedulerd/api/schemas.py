@@ -27,6 +27,10 @@ Instant = Annotated[datetime, BeforeValidator(_instant)]
 Status = Literal["pending", "queued", "running", "succeeded", "failed", "skipped", "cancelled"]
 assert set(Status.__args__) == set(ExecutionStatus)  # type: ignore[attr-defined]
 Seconds = Annotated[StrictFloat, Field(allow_inf_nan=False)]
+Overlap = Literal["allow", "skip", "buffer_one", "cancel_other"]
+OVERLAP_HELP = ("an occurrence due while the job's previous execution still runs: start anyway (allow), skip it, "
+                "start it when that one ends (buffer_one; at most one waits), or ask that one to stop and then "
+                "start (cancel_other)")
 
 
 class _Input(BaseModel):
@@ -60,6 +64,7 @@ class JobCreate(_Input):
     window_s: Seconds = Field(0.0, ge=0, le=86400, description="smear each run by a stable offset within this window")
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     timeout_s: Seconds | None = Field(None, gt=0, le=604800, description="handler timeout")
+    overlap: Overlap = Field("allow", description=OVERLAP_HELP)
 
 
 class ErrorDetail(BaseModel):
@@ -101,6 +106,7 @@ class Job(BaseModel):
     window_s: float
     retry: Retry
     timeout_s: float
+    overlap: Overlap = Field(..., description=OVERLAP_HELP)
     state: Literal["enabled", "paused", "deleted"]
     created_at: datetime
     updated_at: datetime
@@ -125,7 +131,8 @@ class Execution(BaseModel):
     scheduled_for: datetime = Field(..., description="the occurrence's nominal instant")
     due_at: datetime = Field(..., description="when it may start next (a retry moves it)")
     status: Status
-    reason: str | None = Field(None, description="why it was skipped or cancelled, or late_replay")
+    reason: str | None = Field(None, description="why it was skipped or cancelled (overlap: by the job's overlap "
+                               "policy), late_replay, or overlap_buffered (it waited for the previous run)")
     attempt: int = Field(..., description="attempts started so far")
     worker: str | None
     enqueued_at: datetime | None
@@ -142,7 +149,7 @@ class Attempt(BaseModel):
     started_at: datetime
     finished_at: datetime
     duration_s: float
-    outcome: Literal["succeeded", "failed", "timed_out", "lease_expired"]
+    outcome: Literal["succeeded", "failed", "timed_out", "lease_expired", "handed_back", "cancelled"]
     error: str | None
 
 
