@@ -235,14 +235,30 @@ def _print_job(job: Any, as_json: bool, **extra: Any) -> None:
     for key, value in asdict(job).items():
         print(f"{key:16} {_time(value) if isinstance(value, datetime) else value}")
     for key, value in extra.items():
-        print(f"{key:16} {value}")
+        if key == "overrun" and value:
+            verdict = "WARNING: runs near their interval, they will soon overlap" if value["warning"] else "ok"
+            value = (f"{verdict} (p95 {value['p95_s']:g} s of {value['interval_s']:g} s interval = "
+                     f"{value['ratio']:.0%}, warn at {value['fraction']:.0%}; {value['samples']} recent attempts)")
+        print(f"{key:16} {value if value is not None else '-'}")
+
+
+def _overrun_view(judged: Any, config: Config) -> dict[str, Any] | None:
+    """The overrun figures of `job show` (None: no finished runs to judge yet)."""
+    if judged is None:
+        return None
+    return {"warning": judged.warning, "p95_s": round(judged.p95_s, 3), "interval_s": judged.interval_s,
+            "ratio": round(judged.ratio, 3), "fraction": config.jobs.overrun_fraction, "samples": judged.samples}  # fmt: skip
 
 
 async def _job_action(args: argparse.Namespace, config: Config) -> None:
     job_id = _uuid(args.id, "id")
     async with _Session(config) as jobs:
         if args.job_command == "show":
-            _print_job(await jobs.get(job_id), args.json)
+            from schedulerd.overrun import overruns
+
+            job = await jobs.get(job_id)
+            judged = (await overruns(jobs.store, [job], config.jobs, await jobs.store.clock_now())).get(job.id)
+            _print_job(job, args.json, overrun=_overrun_view(judged, config) if job.cron else None)
         elif args.job_command in ("pause", "delete"):
             job, cancelled = await (jobs.pause if args.job_command == "pause" else jobs.delete)(job_id)
             _print_job(job, args.json, cancelled_executions=cancelled)

@@ -100,6 +100,8 @@ class JobsConfig:
     backoff_max_s: float = 3600.0
     timeout_s: float = 300.0
     max_params_bytes: int = 65536
+    overrun_fraction: float = 0.8  # warn when a cron job's recent p95 duration reaches this fraction of its interval
+    overrun_samples: int = 20  # recent attempts the p95 is taken over (at least 3)
 
 
 @dataclass(frozen=True)
@@ -177,6 +179,9 @@ class Config:
                               f"recheck_s above 0, got {self.breaker}")
         if self.jobs.max_attempts < 1:
             raise ConfigError(f"jobs.max_attempts must be at least 1, got {self.jobs.max_attempts}")
+        if not 0 < self.jobs.overrun_fraction <= 10 or not 3 <= self.jobs.overrun_samples <= 1000:
+            raise ConfigError(f"jobs.overrun_fraction must be above 0 and at most 10, and jobs.overrun_samples between "
+                              f"3 and 1000, got {self.jobs.overrun_fraction} and {self.jobs.overrun_samples}")
         unknown = set(self.daemon.roles) - {"materialiser", "dispatcher", "worker", "sweeper"}
         if unknown:
             raise ConfigError(f"daemon.roles has unknown role(s): {', '.join(sorted(unknown))}")

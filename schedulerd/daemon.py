@@ -87,7 +87,7 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
         services["worker"] = Worker(
             store, queue, config.worker, worker_id,
             horizon_s=config.dispatcher.horizon_s, on_epoch_lost=sweeper.request_reconcile,
-            breaker_config=config.breaker,
+            breaker_config=config.breaker, jobs_config=config.jobs,
         )  # fmt: skip
     if config.api.enabled:  # the HTTP API and dashboard, on this same event loop
         from schedulerd.api import create_app

@@ -25,13 +25,14 @@ from uuid import UUID
 import structlog
 
 from schedulerd import faults, health, metrics, overlap, registry
-from schedulerd.config import BreakerConfig, WorkerConfig
+from schedulerd.config import BreakerConfig, JobsConfig, WorkerConfig
 from schedulerd.core import breaker
 from schedulerd.core.backoff import after_failure
 from schedulerd.core.limits import admit
 from schedulerd.errors import ValidationError
 from schedulerd.loops import TRANSIENT_ERRORS, retrying
 from schedulerd.models import AttemptOutcome, Claim, Enqueue, ExecutionStatus, Outcome
+from schedulerd.overrun import OverrunWatch
 from schedulerd.queue import UNREACHABLE, Breakers, DelayQueue, Pop
 from schedulerd.store import Store
 
@@ -87,8 +88,10 @@ class Worker:
         on_epoch_lost: Callable[[], None] = lambda: None,
         rng: random.Random | None = None,
         breaker_config: BreakerConfig | None = None,
+        jobs_config: JobsConfig | None = None,
     ) -> None:
         self.store = store
+        self.overrun = OverrunWatch(store, jobs_config or JobsConfig())
         self.breaker_config = breaker_config or BreakerConfig()
         self.breakers = Breakers(queue.client, queue.prefix)
         self._breaker_states: dict[str, breaker.BreakerState] = {}  # tripped or failing, as of the last pop
@@ -303,6 +306,7 @@ class Worker:
         outcome, error, detail = AttemptOutcome.SUCCEEDED, None, None
         permanent, retry_after_s = False, None
         deadline: asyncio.Timeout | None = None
+        began = time.monotonic()
         try:
             task = registry.get(claim.task)
             ctx = registry.TaskContext(
@@ -349,6 +353,7 @@ class Worker:
             metrics.IN_FLIGHT.set(len(self.running))
             self._slot_free.set()
         self._record(claim, outcome, error, detail=detail, permanent=permanent, retry_after_s=retry_after_s)
+        self.overrun.attempt_finished(claim.job_id, time.monotonic() - began)
         if outcome is AttemptOutcome.SUCCEEDED:
             bound.debug("worker.attempt_succeeded")  # one line per execution is too many at 10,000/s
         elif outcome is AttemptOutcome.CANCELLED:
@@ -458,6 +463,7 @@ class Worker:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(finish), self.config.shutdown_grace_s)
         finally:
+            self.overrun.close()
             for helper in (heartbeat, finish):
                 helper.cancel()
             await asyncio.gather(heartbeat, finish, return_exceptions=True)

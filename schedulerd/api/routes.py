@@ -16,8 +16,10 @@ from fastapi.responses import JSONResponse
 from schedulerd import registry
 from schedulerd.api import schemas
 from schedulerd.api.app import ERRORS, ApiError, Services
+from schedulerd.core.overrun import Overrun
 from schedulerd.jobs import JobSpec, next_runs
 from schedulerd.models import Attempt, Execution, Job, LastExecution
+from schedulerd.overrun import overruns
 from schedulerd.store import Store
 from schedulerd.tenants import Principal
 
@@ -26,7 +28,8 @@ IDEMPOTENCY_KEY = Header(None, alias="Idempotency-Key", min_length=1, max_length
                          description="repeat a create safely: the same key returns the first result")  # fmt: skip
 
 
-def job_view(job: Job, now: datetime, last: LastExecution | None = None) -> schemas.Job:
+def job_view(job: Job, now: datetime, last: LastExecution | None = None, overrun: Overrun | None = None,
+             fraction: float = 0.8) -> schemas.Job:
     state = "deleted" if job.deleted_at else "enabled" if job.enabled else "paused"
     return schemas.Job(
         id=job.id, tenant=job.tenant, name=job.name, task=job.task, params=job.params, schedule_kind=job.schedule_kind,
@@ -39,6 +42,8 @@ def job_view(job: Job, now: datetime, last: LastExecution | None = None) -> sche
         next_runs=next_runs(job, now, NEXT_RUNS) if state == "enabled" else [],
         last_execution=schemas.LastExecution(id=last.id, status=last.status, scheduled_for=last.scheduled_for,
                                              finished_at=last.finished_at) if last else None,
+        overrun=schemas.Overrun(warning=overrun.warning, p95_s=overrun.p95_s, interval_s=overrun.interval_s,
+                                ratio=overrun.ratio, fraction=fraction, samples=overrun.samples) if overrun else None,
     )  # type: ignore[arg-type]  # fmt: skip
 
 
@@ -147,13 +152,18 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
         page, more = listed[:limit], len(listed) > limit
         last = await store.job_last_executions([j.id for j in page])
         now = datetime.now(UTC)
-        return {"items": [job_view(j, now, last.get(j.id)) for j in page],
+        judged = await overruns(store, page, config.jobs, now)
+        fraction = config.jobs.overrun_fraction
+        return {"items": [job_view(j, now, last.get(j.id), judged.get(j.id), fraction) for j in page],
                 "next_cursor": encode_cursor(page[-1].created_at, page[-1].id) if more else None}  # fmt: skip
 
     @api.get("/jobs/{job_id}", response_model=schemas.Job, tags=["jobs"], summary="one job, with its next runs")
     async def get_job(job_id: UUID, who: Caller) -> Any:
         job = await jobs.get(job_id, who.tenant)
-        return job_view(job, datetime.now(UTC), (await store.job_last_executions([job.id])).get(job.id))
+        now = datetime.now(UTC)
+        judged = (await overruns(store, [job], config.jobs, now)).get(job.id)
+        last = (await store.job_last_executions([job.id])).get(job.id)
+        return job_view(job, now, last, judged, config.jobs.overrun_fraction)
 
     @api.post("/jobs/{job_id}/pause", response_model=schemas.JobChanged, tags=["jobs"],
               summary="stop a job; its unstarted executions are cancelled")  # fmt: skip

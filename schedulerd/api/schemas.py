@@ -92,6 +92,17 @@ class LastExecution(BaseModel):
     finished_at: datetime | None
 
 
+class Overrun(BaseModel):
+    """A cron job's recent run time against its interval: a warning comes before runs overlap."""
+
+    warning: bool = Field(..., description="ratio reached jobs.overrun_fraction (over at least 3 attempts)")
+    p95_s: float = Field(..., description="95th percentile duration of the recent attempts")
+    interval_s: float = Field(..., description="shortest gap between the job's next runs")
+    ratio: float = Field(..., description="p95_s / interval_s")
+    fraction: float = Field(..., description="the server's jobs.overrun_fraction")
+    samples: int = Field(..., description="recent attempts judged (jobs.overrun_samples at most)")
+
+
 class Job(BaseModel):
     id: UUID
     tenant: str
@@ -113,6 +124,7 @@ class Job(BaseModel):
     deleted_at: datetime | None
     next_runs: list[datetime] = Field(..., description="the next due instants, UTC (smearing applied)")
     last_execution: LastExecution | None = Field(None, description="latest execution that started or was skipped")
+    overrun: Overrun | None = Field(None, description="cron jobs with finished runs: recent p95 duration vs interval")
 
 
 class JobCreated(BaseModel):

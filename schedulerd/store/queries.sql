@@ -533,3 +533,18 @@ SELECT j.id FROM jobs j
 WHERE j.overlap_waiting IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM executions r WHERE r.id = j.overlap_running AND r.status = 'running')
 LIMIT $1;
+
+-- name: job_recent_durations
+-- For each job in $1, the durations (seconds) of the attempts of its latest started executions
+-- that ran their course (succeeded, failed, timed out), newest first, at most $2 per job: the
+-- overrun warning's sample. Walks the (job_id, scheduled_for) index backwards from now.
+SELECT j.id AS job_id, d.duration_s
+FROM unnest($1::uuid[]) AS j(id)
+CROSS JOIN LATERAL (
+    SELECT extract(epoch FROM a.finished_at - a.started_at)::float8 AS duration_s
+    FROM executions e JOIN attempts a ON a.execution_id = e.id
+    WHERE e.job_id = j.id AND e.scheduled_for <= clock_timestamp()
+      AND a.outcome IN ('succeeded', 'failed', 'timed_out')
+    ORDER BY e.scheduled_for DESC, a.fence DESC
+    LIMIT $2
+) d;

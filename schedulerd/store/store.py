@@ -268,6 +268,13 @@ class Store:
         rows = await self.db.fetch(QUERIES["execution_release_waiting"], list(job_ids))
         return [(Enqueue(r["id"], r["due_at"], r["tenant"]), r["overlap"]) for r in rows]
 
+    async def job_recent_durations(self, job_ids: Sequence[UUID], per_job: int) -> dict[UUID, list[float]]:
+        """Durations (seconds) of each job's latest finished attempts, newest first."""
+        durations: dict[UUID, list[float]] = {job_id: [] for job_id in job_ids}
+        for row in await self.db.fetch(QUERIES["job_recent_durations"], list(job_ids), per_job):
+            durations[row["job_id"]].append(row["duration_s"])
+        return durations
+
     async def job_overlap_stalled(self, limit: int) -> list[UUID]:
         return [r["id"] for r in await self.db.fetch(QUERIES["job_overlap_stalled"], limit)]
 
