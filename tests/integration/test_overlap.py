@@ -7,7 +7,7 @@ import asyncio
 import time
 from typing import Any
 
-from schedulerd import overlap
+from schedulerd import metrics, overlap
 from schedulerd.jobs import Jobs
 from schedulerd.models import AttemptOutcome, Execution, ExecutionStatus
 from tests.conftest import wait_for
@@ -164,3 +164,28 @@ async def test_overlap_is_validated_and_stored(make_job, store) -> None:
     job, _ = await make_job("noop", overlap="cancel_other")
     stored = await store.job_get(job.id)
     assert stored is not None and stored.overlap == "cancel_other"
+
+
+async def test_cancel_other_on_a_dead_worker_cancels_it_at_reclaim_and_starts_the_new_one(
+    make_job, make_worker, store, queue, config, sweeper
+) -> None:
+    _, (first, second) = await _job_with_occurrences(make_job, store, queue, config, 2, policy="cancel_other")
+    assert len(await overlap.claim_guarded(store, [str(first.id)], 0.3, "doomed")) == 1
+    before = metrics.OVERLAP_DECISIONS.labels("cancel_other", "cancel_requested")._value.get()
+    worker = make_worker("worker-b")
+    assert await worker.run_once() == 0
+    assert metrics.OVERLAP_DECISIONS.labels("cancel_other", "cancel_requested")._value.get() == before + 1
+
+    await asyncio.sleep(0.4)  # the worker asked to stop is dead: its lease runs out
+    result = await sweeper.run_once()
+    assert result.released == 1
+    stopped = await _get(store, first)
+    assert (stopped.status, stopped.reason) == ("cancelled", "overlap")  # not retried: a newer one replaced it
+    assert [a.outcome for a in await store.attempt_list(first.id)] == ["lease_expired"]
+
+    async def second_done() -> Any:
+        await worker.run_once()
+        await settle(worker)
+        return (await _get(store, second)).status == ExecutionStatus.SUCCEEDED
+
+    await wait_for(second_done)
