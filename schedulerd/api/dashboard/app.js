@@ -180,6 +180,7 @@ $("job-form").addEventListener("submit", async (event) => {
   const mode = document.querySelector('input[name="when"]:checked').value;
   const body = { task: $("job-task").value };
   if ($("job-name").value) body.name = $("job-name").value;
+  if ($("job-overlap").value !== "allow") body.overlap = $("job-overlap").value;
   try {
     body.params = JSON.parse($("job-params").value || "{}");
   } catch (error) {
