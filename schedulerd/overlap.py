@@ -9,6 +9,7 @@ is allow never come here (execution_claim_many claims them as before).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from uuid import UUID
 
 import structlog
@@ -21,15 +22,21 @@ from schedulerd.store import Store
 log = structlog.get_logger("schedulerd.overlap")
 
 
-async def claim_guarded(store: Store, execution_ids: Sequence[str | UUID], lease_s: float, worker: str) -> list[Claim]:
+@dataclass(frozen=True)
+class Judged:
+    claims: list[Claim] = field(default_factory=list)  # started: run them
+    settled: int = 0  # skipped or made to wait (not claim conflicts)
+
+
+async def claim_guarded(store: Store, execution_ids: Sequence[str | UUID], lease_s: float, worker: str) -> Judged:
     """Judge the due executions of guarded jobs among `execution_ids` and claim those that start.
     Ids of allow jobs, or not due, or no longer unstarted, are left alone."""
-    if not execution_ids:
-        return []
+    if not execution_ids or not await store.job_guarded_of(execution_ids):
+        return Judged()
     async with store.transaction() as tx:
         locked = await tx.job_lock_overlap(execution_ids)
         if not locked:
-            return []
+            return Judged()
         rows = await tx.execution_overlap_state(execution_ids, locked)
         by_job: dict[UUID, list] = {}
         for row in rows:
@@ -38,28 +45,31 @@ async def claim_guarded(store: Store, execution_ids: Sequence[str | UUID], lease
         skip: list[UUID] = []
         wait: list[UUID] = []
         cancel: list[UUID] = []
+        judged: list[tuple[UUID, str, bool, Verdict[UUID], bool]] = []  # logged and counted once committed
         for job_id, due in by_job.items():
             first = due[0]
             verdict: Verdict[UUID] = decide(first["overlap"], first["busy"], first["waiting_id"], [r["id"] for r in due])
             start += [verdict.start] if verdict.start is not None else []
             wait += [verdict.wait] if verdict.wait is not None else []
             skip += verdict.skip
-            if verdict.cancel_running and not first["cancel_requested"]:
+            asked = verdict.cancel_running and not first["cancel_requested"]
+            if asked:
                 cancel.append(job_id)
-            _count(first["overlap"], verdict, cancel_requested=verdict.cancel_running and not first["cancel_requested"])
-            if verdict.skip or verdict.wait is not None:
-                log.info(
-                    "overlap.judged", job_id=str(job_id), policy=first["overlap"], busy=first["busy"],
-                    started=_text(verdict.start), waiting=_text(verdict.wait), skipped=[str(i) for i in verdict.skip],
-                    cancel_requested=verdict.cancel_running,
-                )  # fmt: skip
-        if skip:
-            await tx.execution_skip_overlap(skip)
-        if wait:
-            await tx.execution_wait_overlap(wait)
+            judged.append((job_id, first["overlap"], first["busy"], verdict, asked))
+        settled = await tx.execution_skip_overlap(skip) if skip else set()
+        settled |= await tx.execution_wait_overlap(wait) if wait else set()
         if cancel:
             await tx.execution_request_cancel(cancel)
-        return await tx.execution_claim_guarded(start, lease_s, worker) if start else []
+        claims = await tx.execution_claim_guarded(start, lease_s, worker) if start else []
+    for job_id, policy, busy, verdict, asked in judged:
+        _count(policy, verdict, cancel_requested=asked)
+        if verdict.skip or verdict.wait is not None:
+            log.info(
+                "overlap.judged", job_id=str(job_id), policy=policy, busy=busy, started=_text(verdict.start),
+                waiting=_text(verdict.wait), skipped=[str(i) for i in verdict.skip], cancel_requested=asked,
+            )  # fmt: skip
+    # A replaced waiting occurrence was not among the popped ids: only those count as settled.
+    return Judged(claims, len(settled & {r["id"] for r in rows}))
 
 
 async def release(store: Store, job_ids: Sequence[UUID]) -> list[Enqueue]:

@@ -151,6 +151,7 @@ class Worker:
             self.stats.known_epoch = pop.epoch
         if not pop.execution_ids:
             return 0
+        settled = 0
         try:
             claims = await self.store.execution_claim_many(pop.execution_ids, self.config.lease_s, self.worker_id)
             if len(claims) < len(pop.execution_ids):
@@ -158,7 +159,8 @@ class Worker:
                 # leaves to the claim under their job's lock; other misses are someone else's claims.
                 claimed = {str(c.id) for c in claims}
                 missed = [i for i in pop.execution_ids if i not in claimed]
-                claims += await overlap.claim_guarded(self.store, missed, self.config.lease_s, self.worker_id)
+                judged = await overlap.claim_guarded(self.store, missed, self.config.lease_s, self.worker_id)
+                claims, settled = claims + judged.claims, judged.settled
         except BaseException:
             # The ids left Redis but nobody owns them: put them back rather than wait for the sweeper.
             now = datetime.fromtimestamp(pop.now_ms / 1000, UTC)
@@ -167,15 +169,15 @@ class Worker:
                     [Enqueue(UUID(i), now, t) for i, t in zip(pop.execution_ids, pop.tenants)], only_new=True
                 )
             raise
-        self.stats.dropped += len(pop.execution_ids) - len(claims)
-        metrics.CLAIM_CONFLICTS.inc(len(pop.execution_ids) - len(claims))
+        self.stats.dropped += len(pop.execution_ids) - len(claims) - settled
+        metrics.CLAIM_CONFLICTS.inc(len(pop.execution_ids) - len(claims) - settled)
         faults.hit("after_claim")  # fault suite only: claimed rows whose handlers never start
         return await self._admit(claims)
 
     async def _claim_due(self, limit: int) -> list[Claim]:
         """The fallback while Redis is unreachable: claim due rows straight from Postgres."""
         claims, guarded = await self.store.execution_claim_due(limit, self.config.lease_s, self.worker_id)
-        return claims + await overlap.claim_guarded(self.store, guarded, self.config.lease_s, self.worker_id)
+        return claims + (await overlap.claim_guarded(self.store, guarded, self.config.lease_s, self.worker_id)).claims
 
     def _main_running(self) -> int:
         return len(self.running) - self._slow_running

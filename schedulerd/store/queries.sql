@@ -445,6 +445,13 @@ SELECT j.id FROM jobs j
 WHERE j.id IN (SELECT e.job_id FROM executions e WHERE e.id = ANY($1::uuid[])) AND j.overlap <> 'allow'
 ORDER BY j.id FOR UPDATE;
 
+-- name: job_guarded_of
+-- Which of these executions belong to guarded jobs (overlap policy other than allow), without
+-- locking anything: the claim checks this before opening a transaction, so popped ids that
+-- another replica claimed (allow jobs) cost one cheap statement, as before.
+SELECT e.id FROM executions e JOIN jobs j ON j.id = e.job_id
+WHERE e.id = ANY($1::uuid[]) AND j.overlap <> 'allow';
+
 -- name: job_lock_many
 -- Lock these jobs in id order (a release after an execution of theirs stopped). Inside a transaction.
 SELECT id FROM jobs WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE;

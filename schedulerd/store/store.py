@@ -243,6 +243,9 @@ class Store:
     async def job_lock_overlap(self, execution_ids: Sequence[str | UUID]) -> list[UUID]:
         return [r["id"] for r in await self.db.fetch(QUERIES["job_lock_overlap"], list(execution_ids))]
 
+    async def job_guarded_of(self, execution_ids: Sequence[str | UUID]) -> list[UUID]:
+        return [r["id"] for r in await self.db.fetch(QUERIES["job_guarded_of"], list(execution_ids))]
+
     async def job_lock_many(self, job_ids: Sequence[UUID]) -> list[UUID]:
         return [r["id"] for r in await self.db.fetch(QUERIES["job_lock_many"], list(job_ids))]
 

@@ -46,8 +46,9 @@ async def test_racing_replicas_never_start_two_executions_of_one_guarded_job(mak
             _, executions = await _job_with_occurrences(make_job, store, queue, config, 4, policy=policy)
             ids = [str(e.id) for e in executions]
             # Four replicas each claim one of the job's executions at the same moment.
-            claims = await asyncio.gather(*(overlap.claim_guarded(store, [i], 30.0, f"replica-{n}") for n, i in enumerate(ids)))
-            assert sum(len(c) for c in claims) == 1, policy
+            judged = await asyncio.gather(*(overlap.claim_guarded(store, [i], 30.0, f"replica-{n}") for n, i in enumerate(ids)))
+            assert sum(len(j.claims) for j in judged) == 1, policy
+            assert sum(j.settled for j in judged) == 3, policy
             statuses = sorted([(await _get(store, e)).status for e in executions])
             waiting = 0 if policy == "skip" else 1
             assert statuses == sorted(["running"] + ["pending"] * waiting + ["skipped"] * (3 - waiting)), policy
@@ -57,7 +58,7 @@ async def test_buffer_one_starts_the_waiting_occurrence_when_the_running_one_fin
     make_job, make_worker, store, queue, config
 ) -> None:
     job, (first, second, third) = await _job_with_occurrences(make_job, store, queue, config, 3, policy="buffer_one", seconds=0.5)
-    running = await overlap.claim_guarded(store, [str(first.id)], 30.0, "worker-a")
+    running = (await overlap.claim_guarded(store, [str(first.id)], 30.0, "worker-a")).claims
     assert [c.id for c in running] == [first.id]
     worker = make_worker("worker-b")
     assert await worker.run_once() == 0  # pops the two others: one waits, one is skipped
@@ -84,7 +85,7 @@ async def test_buffer_one_starts_the_waiting_occurrence_when_the_running_one_fin
 async def test_buffer_one_waiting_occurrence_survives_a_dead_worker(make_job, make_worker, store, queue, config, sweeper) -> None:
     _, (first, second) = await _job_with_occurrences(make_job, store, queue, config, 2, policy="buffer_one")
     # A worker claims the first and dies: nobody heartbeats or finishes it.
-    assert len(await overlap.claim_guarded(store, [str(first.id)], 0.3, "doomed")) == 1
+    assert len((await overlap.claim_guarded(store, [str(first.id)], 0.3, "doomed")).claims) == 1
     worker = make_worker("worker-b")
     assert await worker.run_once() == 0
     assert (await _get(store, second)).reason == "overlap_buffered"
@@ -132,12 +133,14 @@ async def test_cancel_other_stops_the_running_handler_then_starts_the_new_occurr
 
 async def test_guarded_jobs_are_judged_on_the_redis_fallback_path(make_job, make_worker, store, queue, config) -> None:
     _, (first, second) = await _job_with_occurrences(make_job, store, queue, config, 2, policy="skip")
+    _, (free_a, free_b) = await _job_with_occurrences(make_job, store, queue, config, 2, policy="allow")
     worker = make_worker()
     worker.redis_down_since = time.monotonic()  # as if Redis stopped answering: claim from Postgres
     worker._next_redis_probe = time.monotonic() + 60
-    assert await worker.run_once() == 1
+    assert await worker.run_once() == 3  # both allow executions, and one of the guarded job's
     fates = sorted([(await _get(store, e)).status for e in (first, second)])
     assert fates == ["running", "skipped"]
+    assert {(await _get(store, e)).status for e in (free_a, free_b)} == {"running"}
     await settle(worker)
 
 
@@ -170,7 +173,7 @@ async def test_cancel_other_on_a_dead_worker_cancels_it_at_reclaim_and_starts_th
     make_job, make_worker, store, queue, config, sweeper
 ) -> None:
     _, (first, second) = await _job_with_occurrences(make_job, store, queue, config, 2, policy="cancel_other")
-    assert len(await overlap.claim_guarded(store, [str(first.id)], 0.3, "doomed")) == 1
+    assert len((await overlap.claim_guarded(store, [str(first.id)], 0.3, "doomed")).claims) == 1
     before = metrics.OVERLAP_DECISIONS.labels("cancel_other", "cancel_requested")._value.get()
     worker = make_worker("worker-b")
     assert await worker.run_once() == 0

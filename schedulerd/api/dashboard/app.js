@@ -65,7 +65,7 @@ async function jobsView() {
       ? `${badge(job.last_execution.status)} ${when(job.last_execution.scheduled_for, job.timezone)}` : "–";
     return `<tr class="link job" data-id="${esc(job.id)}" onclick="location.hash='#/jobs/${esc(job.id)}'">
       <td>${esc(job.name || job.id.slice(0, 8))}</td><td>${esc(job.task)}</td><td>${schedule}</td>
-      <td>${esc(job.timezone)}</td><td>${esc(job.state)}${job.overrun && job.overrun.warning ? ' <span class="error" title="recent runs take most of the interval">⚠ overrun</span>' : ""}</td><td>${next}</td><td>${last}</td></tr>`;
+      <td>${esc(job.timezone)}</td><td>${esc(job.state)}${overrunFlag(job)}</td><td>${next}</td><td>${last}</td></tr>`;
   });
   return `<h1>Jobs</h1><table id="jobs"><thead><tr><th>Name</th><th>Task</th><th>Schedule</th><th>Zone</th>
     <th>State</th><th>Next runs</th><th>Last outcome</th></tr></thead><tbody>${rows.join("") ||
@@ -97,6 +97,11 @@ async function jobView(id) {
     <h2>Executions</h2><table id="executions"><thead><tr><th>Status</th><th>Scheduled</th><th>Started</th>
     <th>Start lag</th><th>Attempts</th><th>Worker</th><th>Error / reason</th></tr></thead>
     <tbody>${rows.join("") || '<tr><td colspan="7">None yet.</td></tr>'}</tbody></table>`;
+}
+
+function overrunFlag(job) {
+  return job.overrun && job.overrun.warning
+    ? ' <span class="error" title="recent runs take most of the interval">⚠ overrun</span>' : "";
 }
 
 function overrunText(o) {
