@@ -151,28 +151,35 @@ class Worker:
             self.stats.known_epoch = pop.epoch
         if not pop.execution_ids:
             return 0
-        settled = 0
         try:
             claims = await self.store.execution_claim_many(pop.execution_ids, self.config.lease_s, self.worker_id)
-            if len(claims) < len(pop.execution_ids):
-                # Rare but for guarded jobs (overlap policy other than allow), which that statement
-                # leaves to the claim under their job's lock; other misses are someone else's claims.
-                claimed = {str(c.id) for c in claims}
-                missed = [i for i in pop.execution_ids if i not in claimed]
-                judged = await overlap.claim_guarded(self.store, missed, self.config.lease_s, self.worker_id)
-                claims, settled = claims + judged.claims, judged.settled
         except BaseException:
             # The ids left Redis but nobody owns them: put them back rather than wait for the sweeper.
-            now = datetime.fromtimestamp(pop.now_ms / 1000, UTC)
-            with contextlib.suppress(Exception):
-                await self.queue.add(
-                    [Enqueue(UUID(i), now, t) for i, t in zip(pop.execution_ids, pop.tenants)], only_new=True
-                )
+            await self._give_back(pop, pop.execution_ids)
             raise
+        settled = 0
+        if len(claims) < len(pop.execution_ids):
+            # Rare but for guarded jobs (overlap policy other than allow), which that statement
+            # leaves to the claim under their job's lock; other misses are someone else's claims.
+            claimed = {str(c.id) for c in claims}
+            missed = [i for i in pop.execution_ids if i not in claimed]
+            try:
+                judged = await overlap.claim_guarded(self.store, missed, self.config.lease_s, self.worker_id)
+                claims, settled = claims + judged.claims, judged.settled
+            except TRANSIENT_ERRORS as exc:  # run what was claimed; the rest go back to the queue
+                log.warning("worker.guarded_claim_failed", count=len(missed), error=str(exc))
+                await self._give_back(pop, missed)
         self.stats.dropped += len(pop.execution_ids) - len(claims) - settled
         metrics.CLAIM_CONFLICTS.inc(len(pop.execution_ids) - len(claims) - settled)
         faults.hit("after_claim")  # fault suite only: claimed rows whose handlers never start
         return await self._admit(claims)
+
+    async def _give_back(self, pop: Pop, execution_ids: list[str]) -> None:
+        """Put popped ids nobody claimed back in Redis (due at the pop's instant), best effort."""
+        now = datetime.fromtimestamp(pop.now_ms / 1000, UTC)
+        tenants = dict(zip(pop.execution_ids, pop.tenants))
+        with contextlib.suppress(Exception):
+            await self.queue.add([Enqueue(UUID(i), now, tenants[i]) for i in execution_ids], only_new=True)
 
     async def _claim_due(self, limit: int) -> list[Claim]:
         """The fallback while Redis is unreachable: claim due rows straight from Postgres."""
