@@ -65,3 +65,20 @@ def test_only_long_attempts_are_worth_a_look() -> None:
     assert not worth_checking(47.9, 0.8)
     assert worth_checking(48.0, 0.8)
     assert worth_checking(6.0, 0.1)
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        ({"SCHEDULERD_JOBS_OVERRUN_FRACTION": "0"}, "jobs.overrun_fraction must be above 0"),
+        ({"SCHEDULERD_JOBS_OVERRUN_SAMPLES": "2"}, "jobs.overrun_samples between 3 and 1000"),
+        ({"SCHEDULERD_JOBS_OVERRUN_FRACTION": "most"}, "jobs.overrun_fraction = 'most' is not a valid float"),
+    ],
+)
+def test_overrun_settings_are_checked(tmp_path, environ: dict[str, str], message: str) -> None:
+    from schedulerd import config
+    from schedulerd.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        config.load(tmp_path / "none.toml", environ=environ)
+    assert config.load(tmp_path / "none.toml", environ={"SCHEDULERD_JOBS_OVERRUN_FRACTION": "0.5"}).jobs.overrun_fraction == 0.5
