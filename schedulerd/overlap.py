@@ -9,13 +9,13 @@ is allow never come here (execution_claim_many claims them as before).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from uuid import UUID
 
 import structlog
 
 from schedulerd import metrics
-from schedulerd.core.overlap import Verdict, decide
+from schedulerd.core.overlap import Verdict, decide, superseded
 from schedulerd.models import Claim, Enqueue
 from schedulerd.store import Store
 
@@ -48,7 +48,10 @@ async def claim_guarded(store: Store, execution_ids: Sequence[str | UUID], lease
         judged: list[tuple[UUID, str, bool, Verdict[UUID], bool]] = []  # logged and counted once committed
         for job_id, due in by_job.items():
             first = due[0]
-            verdict: Verdict[UUID] = decide(first["overlap"], first["busy"], first["waiting_id"], [r["id"] for r in due])
+            judge, stale = superseded(first["overlap"], first["running_for"], [(r["id"], r["scheduled_for"]) for r in due])
+            verdict: Verdict[UUID] = decide(first["overlap"], first["busy"], first["waiting_id"], judge)
+            if stale:
+                verdict = replace(verdict, skip=verdict.skip + stale)
             start += [verdict.start] if verdict.start is not None else []
             wait += [verdict.wait] if verdict.wait is not None else []
             skip += verdict.skip

@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -64,3 +65,15 @@ def decide(policy: OverlapPolicy | str, busy: bool, waiting: T | None, due: Sequ
     if waiting is not None:  # buffer_one: one waits already
         return Verdict(start=start, skip=rest)
     return Verdict(start=start, wait=rest[0], skip=rest[1:])
+
+
+def superseded(
+    policy: OverlapPolicy | str, running_for: datetime | None, due: Sequence[tuple[T, datetime]]
+) -> tuple[list[T], list[T]]:
+    """Split due (occurrence, scheduled_for) pairs into (judged by decide, skipped outright).
+
+    Under cancel_other the newest occurrence wins, so one scheduled before the running one (a
+    late retry of an older occurrence) must not stop it: it is skipped. Other policies: none are."""
+    if OverlapPolicy(policy) is not OverlapPolicy.CANCEL_OTHER or running_for is None:
+        return [item for item, _ in due], []
+    return [item for item, at in due if at >= running_for], [item for item, at in due if at < running_for]

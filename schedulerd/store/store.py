@@ -250,7 +250,8 @@ class Store:
         return [r["id"] for r in await self.db.fetch(QUERIES["job_lock_many"], list(job_ids))]
 
     async def execution_overlap_state(self, execution_ids: Sequence[str | UUID], job_ids: Sequence[UUID]) -> list[Any]:
-        """Rows: id, job_id, overlap, busy, cancel_requested, waiting_id (oldest first per job)."""
+        """Rows: id, job_id, scheduled_for, overlap, busy, running_for (the running one's
+        scheduled_for), cancel_requested, waiting_id (oldest first per job)."""
         return await self.db.fetch(QUERIES["execution_overlap_state"], list(execution_ids), list(job_ids))
 
     async def execution_claim_guarded(self, execution_ids: Sequence[UUID], lease_s: float, worker: str) -> list[Claim]:

@@ -49,9 +49,13 @@ async def test_racing_replicas_never_start_two_executions_of_one_guarded_job(mak
             judged = await asyncio.gather(*(overlap.claim_guarded(store, [i], 30.0, f"replica-{n}") for n, i in enumerate(ids)))
             assert sum(len(j.claims) for j in judged) == 1, policy
             assert sum(j.settled for j in judged) == 3, policy
-            statuses = sorted([(await _get(store, e)).status for e in executions])
-            waiting = 0 if policy == "skip" else 1
-            assert statuses == sorted(["running"] + ["pending"] * waiting + ["skipped"] * (3 - waiting)), policy
+            statuses = [(await _get(store, e)).status for e in executions]
+            # One runs; at most one waits (none for skip, and none for cancel_other when the newest
+            # won the race: an older occurrence never stops a newer run); the rest are skipped.
+            assert statuses.count("running") == 1 and statuses.count("pending") <= (policy != "skip"), policy
+            assert statuses.count("skipped") + statuses.count("pending") == 3, policy
+            if policy == "buffer_one":
+                assert statuses.count("pending") == 1
 
 
 async def test_buffer_one_starts_the_waiting_occurrence_when_the_running_one_finishes(

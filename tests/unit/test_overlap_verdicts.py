@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from schedulerd.core.overlap import Verdict, decide
+from datetime import UTC, datetime
+
+from schedulerd.core.overlap import Verdict, decide, superseded
 
 CASES = [
     # policy, busy, waiting, due (oldest first), expected verdict
@@ -45,3 +47,11 @@ def test_allow_and_unknown_policies_are_refused() -> None:
         decide("allow", True, None, ["a"])
     with pytest.raises(ValueError):
         decide("queue_all", True, None, ["a"])
+
+
+def test_cancel_other_never_stops_a_newer_run_for_an_older_occurrence() -> None:
+    at = [datetime(2026, 1, 1, h, tzinfo=UTC) for h in range(4)]
+    due = [("retry-of-00:00", at[0]), ("02:00", at[2]), ("03:00", at[3])]
+    assert superseded("cancel_other", at[1], due) == (["02:00", "03:00"], ["retry-of-00:00"])
+    assert superseded("cancel_other", None, due) == (["retry-of-00:00", "02:00", "03:00"], [])  # nothing runs
+    assert superseded("buffer_one", at[1], due) == (["retry-of-00:00", "02:00", "03:00"], [])
