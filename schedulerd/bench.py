@@ -28,6 +28,8 @@ import redis.asyncio as aioredis
 
 from schedulerd.config import JobsConfig
 from schedulerd.core.durations import parse_duration_s
+from schedulerd.models import Enqueue
+from schedulerd.queue import DelayQueue
 from schedulerd.store import migrate
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -46,11 +48,16 @@ RETURNING id
 # g / jobs extra microseconds so scheduled_for stays unique per job (UNIQUE (job_id, scheduled_for)).
 INSERT_EXECUTIONS = """
 INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status)
-SELECT gen_random_uuid(), ($4::uuid[])[1 + g % cardinality($4::uuid[])], 'bench', t, t, 'pending'
+SELECT schedulerd_execution_id(t), ($4::uuid[])[1 + g % cardinality($4::uuid[])], 'bench', t, t, 'pending'
 FROM generate_series(0, $2 - 1) g,
      LATERAL (SELECT $1::timestamptz + make_interval(secs => CASE WHEN $3::float8 > 0
               THEN round(g * $3::float8) ELSE g / cardinality($4::uuid[]) END / 1e6) AS t) s
 """
+# The same rows as the API writes a job due within the dispatch horizon: queued at once (the
+# caller ZADDs them), so they never wait for the dispatcher.
+INSERT_QUEUED_EXECUTIONS = INSERT_EXECUTIONS.replace(
+    "(id, job_id, tenant, scheduled_for, due_at, status)", "(id, job_id, tenant, scheduled_for, due_at, status, enqueued_at)"
+).replace("'bench', t, t, 'pending'", "'bench', t, t, 'queued', clock_timestamp()") + "RETURNING id, due_at, tenant"
 INSERT_CRON_JOBS = """
 INSERT INTO jobs (id, tenant, name, task, params, schedule_kind, cron, timezone, window_s, max_attempts,
                   backoff_base_s, backoff_factor, backoff_max_s, timeout_s)
@@ -214,8 +221,11 @@ async def wait_ready(replicas: list[Replica], ports: set[int], timeout_s: float 
         await asyncio.sleep(0.2)
 
 
-async def _feed(database_url: str, t0: datetime, workload: Workload, job_ids: list[Any], ahead_s: float) -> None:
-    """Insert a steady workload one second at a time, each second `ahead_s` before it is due."""
+async def _feed(
+    database_url: str, queue: DelayQueue, t0: datetime, workload: Workload, job_ids: list[Any], ahead_s: float
+) -> None:
+    """Insert a steady workload one second at a time, each second `ahead_s` before it is due,
+    as the API does: committed as queued, then added to the delay queue."""
     rate = 1e6 / workload.spacing_us
     db = await asyncpg.connect(database_url)
     try:
@@ -226,7 +236,8 @@ async def _feed(database_url: str, t0: datetime, workload: Workload, job_ids: li
             if wait_s > 0:
                 await asyncio.sleep(wait_s)
             count = min(round(rate), workload.count - written)
-            await db.execute(INSERT_EXECUTIONS, slice_start, count, workload.spacing_us, job_ids)
+            rows = await db.fetch(INSERT_QUEUED_EXECUTIONS, slice_start, count, workload.spacing_us, job_ids)
+            await queue.add([Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows], only_new=True)
             written, second = written + count, second + 1
     finally:
         await db.close()
@@ -257,6 +268,7 @@ async def run_bench(args: argparse.Namespace, workload: Workload) -> dict[str, A
     admin = await asyncpg.connect(admin_url)
     db: asyncpg.Connection | None = None
     rds = aioredis.from_url(redis_url)
+    queue = DelayQueue.connect(redis_url, prefix, timeout_s=10.0)
     created = False
     try:
         await admin.execute(f'CREATE DATABASE "{db_name}"')
@@ -282,9 +294,9 @@ async def run_bench(args: argparse.Namespace, workload: Workload) -> dict[str, A
             expected = workload.count * round(workload.duration_s / 60)
         elif workload.scenario == "steady":
             # Written as a live system writes them: each second's executions `lead` seconds
-            # before they fall due, so the dispatcher works at the offered rate, not on a backlog.
+            # before they fall due, queued at once as the API does within the dispatch horizon.
             job_ids = [row["id"] for row in await db.fetch(INSERT_JOBS, t0, JOBS, *retry)]
-            feeder = asyncio.create_task(_feed(database_url, t0, workload, job_ids, args.lead))
+            feeder = asyncio.create_task(_feed(database_url, queue, t0, workload, job_ids, args.lead))
             t_end, expected = t0 + timedelta(seconds=workload.duration_s + 1), workload.count
         else:
             job_ids = [row["id"] for row in await db.fetch(INSERT_JOBS, t0, min(JOBS, workload.count), *retry)]
@@ -362,6 +374,7 @@ async def run_bench(args: argparse.Namespace, workload: Workload) -> dict[str, A
             if keys:
                 await rds.delete(*keys)
         await rds.aclose()
+        await queue.close()
 
 
 def _setting(text: str) -> tuple[str, str]:

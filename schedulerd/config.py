@@ -39,7 +39,7 @@ class EmbeddedConfig:
 
 @dataclass(frozen=True)
 class DaemonConfig:
-    roles: tuple[str, ...] = ("materialiser", "dispatcher", "worker", "sweeper")
+    roles: tuple[str, ...] = ("materialiser", "dispatcher", "worker", "sweeper", "retention")
     worker_id: str = ""  # empty: "<hostname>:<pid>"
     task_modules: tuple[str, ...] = ()
     migrate_on_start: bool = True
@@ -90,6 +90,15 @@ class SweeperConfig:
     interval_s: float = 2.0
     grace_s: float = 2.0  # overdue this long and absent from Redis: re-enqueue
     batch_size: int = 1000
+
+
+@dataclass(frozen=True)
+class RetentionConfig:
+    days: int = 90  # executions and attempts are kept this many days (by scheduled time), then dropped by the day
+    premake_days: int = 3  # partitions are created this many days ahead
+    interval_s: float = 3600.0  # how often partitions are created and expired ones dropped
+    export_dir: str = ""  # when set, each day is written there as gzipped CSV before it is dropped
+    lock_timeout_s: float = 5.0  # partition DDL gives up (until the next pass) rather than wait longer for its locks
 
 
 @dataclass(frozen=True)
@@ -154,6 +163,7 @@ class Config:
     worker: WorkerConfig = field(default_factory=WorkerConfig)
     dispatcher: DispatcherConfig = field(default_factory=DispatcherConfig)
     sweeper: SweeperConfig = field(default_factory=SweeperConfig)
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
     jobs: JobsConfig = field(default_factory=JobsConfig)
     api: ApiConfig = field(default_factory=ApiConfig)
     http: HttpConfig = field(default_factory=HttpConfig)
@@ -182,9 +192,12 @@ class Config:
         if not 0 < self.jobs.overrun_fraction <= 10 or not 3 <= self.jobs.overrun_samples <= 1000:
             raise ConfigError(f"jobs.overrun_fraction must be above 0 and at most 10, and jobs.overrun_samples between "
                               f"3 and 1000, got {self.jobs.overrun_fraction} and {self.jobs.overrun_samples}")
-        unknown = set(self.daemon.roles) - {"materialiser", "dispatcher", "worker", "sweeper"}
+        unknown = set(self.daemon.roles) - {"materialiser", "dispatcher", "worker", "sweeper", "retention"}
         if unknown:
             raise ConfigError(f"daemon.roles has unknown role(s): {', '.join(sorted(unknown))}")
+        if self.retention.days < 1 or self.retention.premake_days < 1 or not self.retention.interval_s > 0:
+            raise ConfigError("retention.days and retention.premake_days must be at least 1 and retention.interval_s "
+                              f"above 0, got {self.retention}")
         if self.log.format not in ("json", "console", "auto"):
             raise ConfigError(f"log.format must be json, console or auto, got {self.log.format!r}")
         if not 0 <= self.api.port <= 65535:

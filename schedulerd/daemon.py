@@ -24,6 +24,7 @@ from schedulerd.loops import TRANSIENT_ERRORS
 from schedulerd.materialiser import Materialiser
 from schedulerd.observer import Observer
 from schedulerd.queue import DelayQueue
+from schedulerd.retention import Retention
 from schedulerd.store import Store, migrate
 from schedulerd.sweeper import Sweeper
 from schedulerd.worker import Worker
@@ -81,6 +82,8 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
     sweeper = Sweeper(store, queue, config.sweeper)
     if "sweeper" in config.daemon.roles:
         services["sweeper"] = sweeper
+    if "retention" in config.daemon.roles:
+        services["retention"] = Retention(store, config.retention)
     if "dispatcher" in config.daemon.roles:
         services["dispatcher"] = Dispatcher(store, queue, config.dispatcher)
     if "worker" in config.daemon.roles:
@@ -124,6 +127,7 @@ def loop_budgets(config: Config, services: dict[str, Any]) -> dict[str, float]:
     intervals = {
         "materialiser": config.materialiser.interval_s, "dispatcher": config.dispatcher.interval_s,
         "sweeper": config.sweeper.interval_s, "worker": config.worker.poll_max_s,
+        "retention": config.retention.interval_s,
         "observer": config.daemon.observe_interval_s,
     }  # fmt: skip
     return {name: max(10.0, 3 * interval_s) for name, interval_s in intervals.items() if name in services}

@@ -23,6 +23,7 @@ import structlog
 from schedulerd import registry
 from schedulerd.clock import Clock, system
 from schedulerd.config import Config
+from schedulerd.core.ids import execution_id
 from schedulerd.core.misfire import MisfirePolicy
 from schedulerd.core.overlap import OverlapPolicy
 from schedulerd.core.schedule import CronSchedule, ScheduleError, smear_offset_s
@@ -211,7 +212,7 @@ class Jobs:
             else:
                 assert job.run_at is not None
                 executions = await tx.execution_insert_many(
-                    [(uuid.uuid4(), job.id, job.tenant, job.run_at, job.run_at)], horizon_s
+                    [(execution_id(job.run_at), job.id, job.tenant, job.run_at, job.run_at)], horizon_s
                 )
                 enqueue = queued(executions)
             if also is not None:
@@ -269,7 +270,7 @@ class Jobs:
             raise ValidationError("id", f"job {job_id} is deleted")
         now = await self.store.clock_now()  # Postgres's: a skewed host must not make it due late or early
         (execution,) = await self.store.execution_insert_many(
-            [(uuid.uuid4(), job.id, job.tenant, now, now)], self.config.dispatcher.horizon_s
+            [(execution_id(now), job.id, job.tenant, now, now)], self.config.dispatcher.horizon_s
         )
         await self._enqueue(queued([execution]))
         return execution

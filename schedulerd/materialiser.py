@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from uuid import UUID
@@ -21,6 +20,7 @@ import structlog
 from schedulerd import metrics
 from schedulerd.config import MaterialiserConfig
 from schedulerd.core import misfire
+from schedulerd.core.ids import execution_id as new_execution_id
 from schedulerd.core.materialise import ALIGN_S, plan
 from schedulerd.core.schedule import CronSchedule
 from schedulerd.loops import every
@@ -95,7 +95,7 @@ async def materialise_jobs(
                 "materialiser.occurrences_unrecorded", job_id=str(job.id), tenant=job.tenant,
                 since=step.unrecorded[0].isoformat(), until=step.unrecorded[1].isoformat(),
             )  # fmt: skip
-        rows.extend((uuid.uuid4(), job.id, job.tenant, scheduled_for, due_at) for scheduled_for, due_at in step.occurrences)
+        rows.extend((new_execution_id(at), job.id, job.tenant, at, due_at) for at, due_at in step.occurrences)
         cursors.append((job.id, step.cursor))
     executions = await tx.execution_insert_many(rows, dispatch_horizon_s) if rows else []
     await tx.job_advance_cursor_many(cursors)

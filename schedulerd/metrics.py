@@ -37,6 +37,9 @@ PENDING_IN_HORIZON = Gauge("schedulerd_pending_in_horizon", "Executions pending 
 HORIZON = Gauge("schedulerd_materialiser_horizon_seconds", "Least-advanced cron cursor minus now (alert well before 0)")
 ROUND_TRIP = Gauge("schedulerd_round_trip_seconds", "Last measured round trip, by server (postgres, redis)", ["server"])
 CLOCK_SKEW = Gauge("schedulerd_clock_skew_seconds", "This host's clock minus the server's, by server (postgres, redis)", ["server"])
+PARTITIONS = Counter(
+    "schedulerd_partitions_total", "Daily partitions of executions and attempts, by action (created, exported, dropped)", ["action"]
+)
 LOOP_LAST_TICK = Gauge("schedulerd_loop_last_tick_timestamp_seconds", "When each loop last completed a pass", ["loop"])
 
 

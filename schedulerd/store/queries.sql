@@ -104,23 +104,25 @@ LIMIT $2;
 
 -- name: execution_skip_many
 -- Mark missed occurrences skipped by the misfire policy, unless one was claimed meanwhile.
--- Returns the ids skipped.
+-- Returns the ids skipped. [$2, $3) bounds their scheduled_for (the partitions to visit).
 UPDATE executions SET status = 'skipped', reason = 'misfire_skip', finished_at = clock_timestamp()
 WHERE id = ANY($1::uuid[]) AND status IN ('pending', 'queued') AND attempt = 0
+  AND scheduled_for >= $2 AND scheduled_for < $3
 RETURNING id;
 
 -- name: execution_replay_many
 -- Let missed occurrences run late, spread by the given delays (seconds) so a recovery is not a
--- second outage. Returns them for ZADD at their new due times.
+-- second outage. Returns them for ZADD at their new due times. [$3, $4) bounds scheduled_for.
 UPDATE executions e SET status = 'queued', reason = 'late_replay', enqueued_at = clock_timestamp(),
        due_at = clock_timestamp() + make_interval(secs => r.delay_s)
 FROM unnest($1::uuid[], $2::float8[]) AS r(id, delay_s)
 WHERE e.id = r.id AND e.status IN ('pending', 'queued') AND e.attempt = 0
+  AND e.scheduled_for >= $3 AND e.scheduled_for < $4
 RETURNING e.id, e.due_at, e.tenant;
 
 -- name: execution_get
--- One execution by id.
-SELECT * FROM executions WHERE id = $1;
+-- One execution by id; [$2, $3) bounds its scheduled_for (from the id, when it carries it).
+SELECT * FROM executions WHERE id = $1 AND scheduled_for >= $2 AND scheduled_for < $3;
 
 -- name: execution_list
 -- Executions newest first (by scheduled time), optionally filtered by tenant, job and status.
@@ -133,16 +135,16 @@ LIMIT $4;
 
 -- name: attempt_list
 -- Every finished or abandoned attempt of one execution, oldest first.
-SELECT * FROM attempts WHERE execution_id = $1 ORDER BY fence;
+SELECT * FROM attempts WHERE execution_id = $1 AND scheduled_for >= $2 AND scheduled_for < $3 ORDER BY fence;
 
 -- name: execution_dispatch_due
 -- Move pending executions due within the horizon ($1, seconds) to queued, at most $2 of them,
 -- and return them for ZADD. SKIP LOCKED lets several dispatchers share the work.
 UPDATE executions e SET status = 'queued', enqueued_at = clock_timestamp()
-FROM (SELECT id FROM executions
+FROM (SELECT id, scheduled_for FROM executions
       WHERE status = 'pending' AND due_at <= clock_timestamp() + make_interval(secs => $1)
       ORDER BY due_at LIMIT $2 FOR UPDATE SKIP LOCKED) d
-WHERE e.id = d.id AND e.status = 'pending'
+WHERE e.id = d.id AND e.scheduled_for = d.scheduled_for AND e.status = 'pending'
 RETURNING e.id, e.due_at, e.tenant;
 
 -- name: execution_claim_many
@@ -150,12 +152,14 @@ RETURNING e.id, e.due_at, e.tenant;
 -- running, with attempt+1, fence+1 and a fresh lease ($2 seconds) held by worker $3.
 -- Only jobs whose overlap policy is allow: the others go through execution_claim_guarded under
 -- their job's lock. Ids not returned were claimed by someone else, finished, not yet due, or
--- belong to a guarded job (the worker passes those on).
+-- belong to a guarded job (the worker passes those on). [$4, $5) bounds their scheduled_for, so
+-- only their partitions are visited.
 UPDATE executions e SET status = 'running', attempt = e.attempt + 1, fence = e.fence + 1,
        lease_until = clock_timestamp() + make_interval(secs => $2), worker = $3,
        started_at = clock_timestamp(), first_started_at = coalesce(e.first_started_at, clock_timestamp())
 FROM jobs j
-WHERE e.id = ANY($1::uuid[]) AND e.status IN ('pending', 'queued') AND e.due_at <= clock_timestamp()
+WHERE e.id = ANY($1::uuid[]) AND e.scheduled_for >= $4 AND e.scheduled_for < $5
+  AND e.status IN ('pending', 'queued') AND e.due_at <= clock_timestamp()
   AND j.id = e.job_id AND j.overlap = 'allow'
 RETURNING e.id, e.job_id, e.tenant, e.scheduled_for, e.due_at, e.attempt, e.fence, e.started_at,
           j.task, j.params, j.timeout_s, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s,
@@ -167,7 +171,7 @@ RETURNING e.id, e.job_id, e.tenant, e.scheduled_for, e.due_at, e.attempt, e.fenc
 -- every worker poll at once without waiting on each other. Due executions of guarded jobs are
 -- returned unclaimed (guarded = true, the other columns NULL) for execution_claim_guarded.
 WITH d AS (
-    SELECT id, job_id FROM executions
+    SELECT id, scheduled_for, job_id FROM executions
     WHERE status IN ('pending', 'queued') AND due_at <= clock_timestamp()
     ORDER BY due_at LIMIT $1 FOR UPDATE SKIP LOCKED
 ), claimed AS (
@@ -175,7 +179,7 @@ WITH d AS (
            lease_until = clock_timestamp() + make_interval(secs => $2), worker = $3,
            started_at = clock_timestamp(), first_started_at = coalesce(e.first_started_at, clock_timestamp())
     FROM d, jobs j
-    WHERE e.id = d.id AND j.id = e.job_id AND j.overlap = 'allow'
+    WHERE e.id = d.id AND e.scheduled_for = d.scheduled_for AND j.id = e.job_id AND j.overlap = 'allow'
     RETURNING e.id, e.job_id, e.tenant, e.scheduled_for, e.due_at, e.attempt, e.fence, e.started_at,
               j.task, j.params, j.timeout_s, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s,
               j.overlap
@@ -188,10 +192,10 @@ FROM d JOIN jobs j ON j.id = d.job_id WHERE j.overlap <> 'allow';
 -- name: execution_heartbeat_many
 -- Extend the leases of running executions still held at the given fences; ids not returned
 -- have lost their lease (reclaimed by the sweeper) and their handlers must stop; cancel_requested
--- says an overlap policy (cancel_other) asked the handler to stop.
+-- says an overlap policy (cancel_other) asked the handler to stop. [$4, $5) bounds their scheduled_for.
 UPDATE executions e SET lease_until = clock_timestamp() + make_interval(secs => $3)
 FROM unnest($1::uuid[], $2::bigint[]) AS h(id, fence)
-WHERE e.id = h.id AND e.fence = h.fence AND e.status = 'running'
+WHERE e.id = h.id AND e.fence = h.fence AND e.status = 'running' AND e.scheduled_for >= $4 AND e.scheduled_for < $5
 RETURNING e.id, e.cancel_requested_at IS NOT NULL AS cancel_requested;
 
 -- name: execution_finish_many
@@ -199,7 +203,7 @@ RETURNING e.id, e.cancel_requested_at IS NOT NULL AS cancel_requested;
 -- $4 status to move to (succeeded | queued | pending | failed | cancelled), $5 the attempt's outcome,
 -- $6 its error, $7 the retry delay in seconds (NULL when not retrying), $8 its detail (what the
 -- handler returned, JSON text). Writes the attempt row in the same statement. Returns the rows
--- that took effect, with due_at for re-enqueueing.
+-- that took effect, with due_at for re-enqueueing. [$8, $9) bounds their scheduled_for.
 WITH input AS (
     SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::float8[], $7::text[])
         AS i(id, fence, status, outcome, error, retry_delay_s, detail)
@@ -214,11 +218,11 @@ WITH input AS (
         last_error = coalesce(i.error, e.last_error),
         reason = CASE WHEN i.status = 'cancelled' THEN 'overlap' ELSE e.reason END
     FROM input i
-    WHERE e.id = i.id AND e.fence = i.fence AND e.status = 'running'
-    RETURNING e.id, e.fence, e.attempt, e.worker, e.started_at, e.status, e.due_at, e.tenant
+    WHERE e.id = i.id AND e.fence = i.fence AND e.status = 'running' AND e.scheduled_for >= $8 AND e.scheduled_for < $9
+    RETURNING e.id, e.fence, e.attempt, e.worker, e.started_at, e.status, e.due_at, e.tenant, e.scheduled_for
 ), recorded AS (
-    INSERT INTO attempts (execution_id, attempt, fence, worker, started_at, finished_at, outcome, error, detail)
-    SELECT f.id, f.attempt, f.fence, f.worker, f.started_at, clock_timestamp(), i.outcome, i.error, i.detail
+    INSERT INTO attempts (execution_id, attempt, fence, worker, started_at, finished_at, outcome, error, detail, scheduled_for)
+    SELECT f.id, f.attempt, f.fence, f.worker, f.started_at, clock_timestamp(), i.outcome, i.error, i.detail, f.scheduled_for
     FROM finished f JOIN input i ON i.id = f.id AND i.fence = f.fence  -- a stale outcome of the same execution may share the batch
 )
 SELECT id, status, due_at, tenant FROM finished;
@@ -226,17 +230,17 @@ SELECT id, status, due_at, tenant FROM finished;
 -- name: execution_hand_back_many
 -- A worker shutting down gives back executions it holds (fences in $2) that did not finish in
 -- the grace: queued again, due now, and the attempt is not counted (the claim will count it
--- again). The interrupted attempt is recorded as 'handed_back'.
+-- again). The interrupted attempt is recorded as 'handed_back'. [$3, $4) bounds scheduled_for.
 WITH back AS (
     UPDATE executions e SET status = 'queued', attempt = e.attempt - 1, due_at = clock_timestamp(),
            enqueued_at = clock_timestamp(), lease_until = NULL
     FROM unnest($1::uuid[], $2::bigint[]) AS h(id, fence)
-    WHERE e.id = h.id AND e.fence = h.fence AND e.status = 'running'
-    RETURNING e.id, e.attempt + 1 AS attempt, e.fence, e.worker, e.started_at, e.due_at, e.tenant
+    WHERE e.id = h.id AND e.fence = h.fence AND e.status = 'running' AND e.scheduled_for >= $3 AND e.scheduled_for < $4
+    RETURNING e.id, e.attempt + 1 AS attempt, e.fence, e.worker, e.started_at, e.due_at, e.tenant, e.scheduled_for
 ), recorded AS (
-    INSERT INTO attempts (execution_id, attempt, fence, worker, started_at, finished_at, outcome, error)
+    INSERT INTO attempts (execution_id, attempt, fence, worker, started_at, finished_at, outcome, error, scheduled_for)
     SELECT id, attempt, fence, worker, started_at, clock_timestamp(), 'handed_back',
-           'worker ' || coalesce(worker, '?') || ' shut down; handed back without using up an attempt'
+           'worker ' || coalesce(worker, '?') || ' shut down; handed back without using up an attempt', scheduled_for
     FROM back
 )
 SELECT id, due_at, tenant FROM back;
@@ -250,7 +254,7 @@ SELECT id, due_at, tenant FROM back;
 -- read in the same statement, so a completion that lands first is never undone. Records the lost
 -- attempt. An execution an overlap policy asked to stop (cancel_other) is cancelled, not retried.
 WITH expired AS (
-    SELECT e.id, e.fence, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s, j.overlap
+    SELECT e.id, e.scheduled_for, e.fence, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s
     FROM executions e JOIN jobs j ON j.id = e.job_id
     WHERE e.status = 'running' AND e.lease_until < clock_timestamp()
     ORDER BY e.lease_until LIMIT $1 FOR UPDATE OF e SKIP LOCKED
@@ -267,14 +271,16 @@ WITH expired AS (
         lease_until = NULL,
         last_error = 'lease expired: worker ' || coalesce(e.worker, '?') || ' stopped heartbeating'
     FROM expired x
-    WHERE e.id = x.id AND e.fence = x.fence AND e.status = 'running' AND e.lease_until < clock_timestamp()
+    WHERE e.id = x.id AND e.scheduled_for = x.scheduled_for AND e.fence = x.fence AND e.status = 'running'
+      AND e.lease_until < clock_timestamp()
     RETURNING e.id, e.job_id, e.tenant, e.attempt, e.fence, e.worker, e.started_at, e.status, e.due_at, e.last_error,
-              x.overlap
+              e.scheduled_for
 ), recorded AS (
-    INSERT INTO attempts (execution_id, attempt, fence, worker, started_at, finished_at, outcome, error)
-    SELECT id, attempt, fence, worker, started_at, clock_timestamp(), 'lease_expired', last_error FROM reclaimed
+    INSERT INTO attempts (execution_id, attempt, fence, worker, started_at, finished_at, outcome, error, scheduled_for)
+    SELECT id, attempt, fence, worker, started_at, clock_timestamp(), 'lease_expired', last_error, scheduled_for
+    FROM reclaimed
 )
-SELECT id, job_id, tenant, attempt, fence, worker, status, due_at, overlap FROM reclaimed;
+SELECT id, job_id, tenant, attempt, fence, worker, status, due_at FROM reclaimed;
 
 -- name: execution_queued_overdue
 -- Queued executions overdue by more than $1 seconds, oldest first: candidates for a lost
@@ -429,20 +435,24 @@ SELECT migration_id FROM _yoyo_migration;
 -- Hand back claimed executions (fences in $2) without running them: a task over its concurrency
 -- limit, or an open circuit breaker. Queued again, due after their delay ($3 seconds), attempt not
 -- used up, no attempt recorded; reason $4 (task_limit | breaker_open) says why, and keeps a parked
--- cron occurrence from being judged a misfire. A first attempt's start time is cleared: it never started.
+-- cron occurrence from being judged a misfire. A first attempt's start time is cleared: it never
+-- started. [$5, $6) bounds scheduled_for.
 UPDATE executions e SET status = 'queued', attempt = e.attempt - 1, reason = $4,
        due_at = clock_timestamp() + make_interval(secs => p.delay_s), enqueued_at = clock_timestamp(),
        lease_until = NULL, first_started_at = CASE WHEN e.attempt = 1 THEN NULL ELSE e.first_started_at END
 FROM unnest($1::uuid[], $2::bigint[], $3::float8[]) AS p(id, fence, delay_s)
-WHERE e.id = p.id AND e.fence = p.fence AND e.status = 'running'
+WHERE e.id = p.id AND e.fence = p.fence AND e.status = 'running' AND e.scheduled_for >= $5 AND e.scheduled_for < $6
 RETURNING e.id, e.due_at, e.tenant;
 
 -- name: job_lock_overlap
 -- Lock the guarded jobs (overlap policy other than allow) of these executions, in id order so two
 -- workers never deadlock. Call inside a transaction: the lock serialises every claim and release
 -- of one job's executions, and the statements after it see what the previous holder committed.
+-- [$2, $3) bounds the executions' scheduled_for (here and in the statements below).
 SELECT j.id FROM jobs j
-WHERE j.id IN (SELECT e.job_id FROM executions e WHERE e.id = ANY($1::uuid[])) AND j.overlap <> 'allow'
+WHERE j.id IN (SELECT e.job_id FROM executions e
+               WHERE e.id = ANY($1::uuid[]) AND e.scheduled_for >= $2 AND e.scheduled_for < $3)
+  AND j.overlap <> 'allow'
 ORDER BY j.id FOR UPDATE;
 
 -- name: job_guarded_of
@@ -450,7 +460,7 @@ ORDER BY j.id FOR UPDATE;
 -- locking anything: the claim checks this before opening a transaction, so popped ids that
 -- another replica claimed (allow jobs) cost one cheap statement, as before.
 SELECT e.id FROM executions e JOIN jobs j ON j.id = e.job_id
-WHERE e.id = ANY($1::uuid[]) AND j.overlap <> 'allow';
+WHERE e.id = ANY($1::uuid[]) AND e.scheduled_for >= $2 AND e.scheduled_for < $3 AND j.overlap <> 'allow';
 
 -- name: job_lock_many
 -- Lock these jobs in id order (a release after an execution of theirs stopped). Inside a transaction.
@@ -465,10 +475,10 @@ SELECT e.id, e.job_id, e.scheduled_for, j.overlap, coalesce(r.status = 'running'
        r.cancel_requested_at IS NOT NULL AS cancel_requested,
        CASE WHEN w.status = 'pending' AND w.reason = 'overlap_buffered' THEN w.id END AS waiting_id
 FROM executions e JOIN jobs j ON j.id = e.job_id
-LEFT JOIN executions r ON r.id = j.overlap_running
-LEFT JOIN executions w ON w.id = j.overlap_waiting
-WHERE e.id = ANY($1::uuid[]) AND e.status IN ('pending', 'queued') AND e.due_at <= clock_timestamp()
-  AND j.id = ANY($2::uuid[])
+LEFT JOIN executions r ON r.id = j.overlap_running AND r.scheduled_for = j.overlap_running_for
+LEFT JOIN executions w ON w.id = j.overlap_waiting AND w.scheduled_for = j.overlap_waiting_for
+WHERE e.id = ANY($1::uuid[]) AND e.scheduled_for >= $3 AND e.scheduled_for < $4
+  AND e.status IN ('pending', 'queued') AND e.due_at <= clock_timestamp() AND j.id = ANY($2::uuid[])
 ORDER BY e.job_id, e.scheduled_for, e.id;
 
 -- name: execution_claim_guarded
@@ -479,13 +489,13 @@ WITH claimed AS (
            lease_until = clock_timestamp() + make_interval(secs => $2), worker = $3,
            started_at = clock_timestamp(), first_started_at = coalesce(e.first_started_at, clock_timestamp())
     FROM jobs j
-    WHERE e.id = ANY($1::uuid[]) AND e.status IN ('pending', 'queued') AND e.due_at <= clock_timestamp()
-      AND j.id = e.job_id
+    WHERE e.id = ANY($1::uuid[]) AND e.scheduled_for >= $4 AND e.scheduled_for < $5
+      AND e.status IN ('pending', 'queued') AND e.due_at <= clock_timestamp() AND j.id = e.job_id
     RETURNING e.id, e.job_id, e.tenant, e.scheduled_for, e.due_at, e.attempt, e.fence, e.started_at,
               j.task, j.params, j.timeout_s, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s,
               j.overlap
 ), held AS (
-    UPDATE jobs j SET overlap_running = c.id FROM claimed c WHERE j.id = c.job_id
+    UPDATE jobs j SET overlap_running = c.id, overlap_running_for = c.scheduled_for FROM claimed c WHERE j.id = c.job_id
 )
 SELECT * FROM claimed;
 
@@ -493,7 +503,7 @@ SELECT * FROM claimed;
 -- Under job_lock_overlap: mark occurrences an overlap verdict skipped (due meanwhile, or a waiting
 -- one replaced), unless one started meanwhile. Returns the ids skipped.
 UPDATE executions SET status = 'skipped', reason = 'overlap', finished_at = clock_timestamp()
-WHERE id = ANY($1::uuid[]) AND status IN ('pending', 'queued')
+WHERE id = ANY($1::uuid[]) AND scheduled_for >= $2 AND scheduled_for < $3 AND status IN ('pending', 'queued')
 RETURNING id;
 
 -- name: execution_wait_overlap
@@ -503,10 +513,10 @@ RETURNING id;
 WITH waiting AS (
     UPDATE executions SET status = 'pending', reason = 'overlap_buffered',
            due_at = '9999-12-31 00:00:00+00', enqueued_at = NULL
-    WHERE id = ANY($1::uuid[]) AND status IN ('pending', 'queued')
-    RETURNING id, job_id
+    WHERE id = ANY($1::uuid[]) AND scheduled_for >= $2 AND scheduled_for < $3 AND status IN ('pending', 'queued')
+    RETURNING id, job_id, scheduled_for
 ), pointed AS (
-    UPDATE jobs j SET overlap_waiting = w.id FROM waiting w WHERE j.id = w.job_id
+    UPDATE jobs j SET overlap_waiting = w.id, overlap_waiting_for = w.scheduled_for FROM waiting w WHERE j.id = w.job_id
 )
 SELECT id FROM waiting;
 
@@ -515,7 +525,8 @@ SELECT id FROM waiting;
 -- workers learn it from the next heartbeat. Returns the executions asked.
 UPDATE executions e SET cancel_requested_at = coalesce(e.cancel_requested_at, clock_timestamp())
 FROM jobs j
-WHERE j.id = ANY($1::uuid[]) AND e.id = j.overlap_running AND e.status = 'running'
+WHERE j.id = ANY($1::uuid[]) AND e.id = j.overlap_running AND e.scheduled_for = j.overlap_running_for
+  AND e.status = 'running'
 RETURNING e.id;
 
 -- name: execution_release_waiting
@@ -523,15 +534,17 @@ RETURNING e.id;
 -- occurrence start now (queued, due now) and clear the pointer. Returns them (with the job's
 -- policy) for ZADD.
 WITH free AS (
-    SELECT j.id, j.overlap_waiting, j.overlap FROM jobs j
+    SELECT j.id, j.overlap_waiting, j.overlap_waiting_for, j.overlap FROM jobs j
     WHERE j.id = ANY($1::uuid[]) AND j.overlap_waiting IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM executions r WHERE r.id = j.overlap_running AND r.status = 'running')
+      AND NOT EXISTS (SELECT 1 FROM executions r WHERE r.id = j.overlap_running
+                      AND r.scheduled_for = j.overlap_running_for AND r.status = 'running')
 ), cleared AS (
-    UPDATE jobs j SET overlap_waiting = NULL FROM free f WHERE j.id = f.id
+    UPDATE jobs j SET overlap_waiting = NULL, overlap_waiting_for = NULL FROM free f WHERE j.id = f.id
 )
 UPDATE executions e SET status = 'queued', due_at = clock_timestamp(), enqueued_at = clock_timestamp()
 FROM free f
-WHERE e.id = f.overlap_waiting AND e.status = 'pending' AND e.reason = 'overlap_buffered'
+WHERE e.id = f.overlap_waiting AND e.scheduled_for = f.overlap_waiting_for
+  AND e.status = 'pending' AND e.reason = 'overlap_buffered'
 RETURNING e.id, e.due_at, e.tenant, f.overlap;
 
 -- name: job_overlap_stalled
@@ -539,7 +552,8 @@ RETURNING e.id, e.due_at, e.tenant, f.overlap;
 -- runs (its worker died after finishing, or it was reclaimed, parked or handed back), at most $1.
 SELECT j.id FROM jobs j
 WHERE j.overlap_waiting IS NOT NULL
-  AND NOT EXISTS (SELECT 1 FROM executions r WHERE r.id = j.overlap_running AND r.status = 'running')
+  AND NOT EXISTS (SELECT 1 FROM executions r WHERE r.id = j.overlap_running
+                  AND r.scheduled_for = j.overlap_running_for AND r.status = 'running')
 LIMIT $1;
 
 -- name: job_recent_durations
@@ -551,9 +565,52 @@ SELECT j.id AS job_id, d.duration_s
 FROM unnest($1::uuid[]) AS j(id)
 CROSS JOIN LATERAL (
     SELECT extract(epoch FROM a.finished_at - a.started_at)::float8 AS duration_s
-    FROM executions e JOIN attempts a ON a.execution_id = e.id
+    FROM executions e JOIN attempts a ON a.execution_id = e.id AND a.scheduled_for = e.scheduled_for
     WHERE e.job_id = j.id AND e.scheduled_for <= now()
       AND a.outcome IN ('succeeded', 'failed', 'timed_out')
     ORDER BY e.scheduled_for DESC, a.fence DESC
     LIMIT $2
 ) d;
+
+-- name: maintenance_lock
+-- Retention runs on one replica at a time: a transaction-scoped advisory lock (held: false when
+-- another replica has it). In the same transaction DDL waits at most $1 for a table lock and then
+-- fails, rather than queueing every worker's update behind it.
+SELECT set_config('lock_timeout', $1, true) AS lock_timeout,
+       pg_try_advisory_xact_lock(hashtext('schedulerd.retention')) AS held;
+
+-- name: partition_ensure
+-- Create UTC day $1's executions and attempts partitions (moving in rows waiting in the default
+-- partitions); true when created, false when they existed.
+SELECT schedulerd_ensure_partition($1);
+
+-- name: partition_days
+-- The UTC days that have their own partition, oldest first.
+SELECT to_date(substring(c.relname FROM 13), 'YYYYMMDD') AS day
+FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+WHERE i.inhparent = 'executions'::regclass AND c.relname ~ '^executions_p[0-9]{8}$'
+ORDER BY 1;
+
+-- name: partition_default_days
+-- UTC days before $1 whose executions wait in the default partition: they need their own now.
+SELECT DISTINCT (scheduled_for AT TIME ZONE 'UTC')::date AS day FROM executions_default
+WHERE scheduled_for < ($1::date)::timestamp AT TIME ZONE 'UTC'
+ORDER BY 1;
+
+-- name: partition_drop
+-- Drop UTC day $1's executions and attempts partitions.
+SELECT schedulerd_drop_partition($1);
+
+-- name: execution_unfinished_between
+-- Executions scheduled in [$1, $2) not yet final (the partial indexes answer).
+SELECT (SELECT count(*) FROM executions WHERE status = 'pending' AND scheduled_for >= $1 AND scheduled_for < $2)
+     + (SELECT count(*) FROM executions WHERE status = 'queued' AND scheduled_for >= $1 AND scheduled_for < $2)
+     + (SELECT count(*) FROM executions WHERE status = 'running' AND scheduled_for >= $1 AND scheduled_for < $2);
+
+-- name: partition_export_executions
+-- One day's executions for export before its partition is dropped.
+SELECT * FROM executions WHERE scheduled_for >= $1 AND scheduled_for < $2 ORDER BY scheduled_for, id;
+
+-- name: partition_export_attempts
+-- One day's attempts for export before its partition is dropped.
+SELECT * FROM attempts WHERE scheduled_for >= $1 AND scheduled_for < $2 ORDER BY scheduled_for, execution_id, fence;

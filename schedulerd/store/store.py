@@ -5,20 +5,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Sequence
-from datetime import UTC, datetime
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 import asyncpg
 
+from schedulerd.core.ids import scheduled_for_bounds
 from schedulerd.models import (
     Attempt, Claim, Enqueue, Execution, IdempotencyRecord, Job, LastExecution, Outcome, TenantStats,
 )  # fmt: skip
 from schedulerd.store.sql import QUERIES
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+CopySink = Callable[[bytes], Awaitable[None]]
 
 
 def _yoyo_url(database_url: str) -> str:
@@ -161,15 +163,17 @@ class Store:
         return await self.db.fetch(QUERIES["execution_missed"], grace_s, limit, job_ids)
 
     async def execution_skip_many(self, execution_ids: Sequence[UUID]) -> set[UUID]:
-        return {r["id"] for r in await self.db.fetch(QUERIES["execution_skip_many"], execution_ids)}
+        rows = await self.db.fetch(QUERIES["execution_skip_many"], execution_ids, *scheduled_for_bounds(execution_ids))
+        return {r["id"] for r in rows}
 
     async def execution_replay_many(self, replays: Sequence[tuple[UUID, float]]) -> list[Enqueue]:
-        rows = await self.db.fetch(QUERIES["execution_replay_many"], [r[0] for r in replays], [r[1] for r in replays])
+        ids = [r[0] for r in replays]
+        rows = await self.db.fetch(QUERIES["execution_replay_many"], ids, [r[1] for r in replays], *scheduled_for_bounds(ids))
         return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows]
 
     # --- executions: reads ------------------------------------------------------------------
     async def execution_get(self, execution_id: UUID) -> Execution | None:
-        row = await self.db.fetchrow(QUERIES["execution_get"], execution_id)
+        row = await self.db.fetchrow(QUERIES["execution_get"], execution_id, *scheduled_for_bounds([execution_id]))
         return Execution.from_row(row) if row else None
 
     async def execution_list(
@@ -179,7 +183,7 @@ class Store:
         return [Execution.from_row(r) for r in rows]
 
     async def attempt_list(self, execution_id: UUID) -> list[Attempt]:
-        rows = await self.db.fetch(QUERIES["attempt_list"], execution_id)
+        rows = await self.db.fetch(QUERIES["attempt_list"], execution_id, *scheduled_for_bounds([execution_id]))
         return [Attempt.from_row(r) for r in rows]
 
     # --- executions: the loops' statements ---------------------------------------------------
@@ -189,7 +193,9 @@ class Store:
         return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows]
 
     async def execution_claim_many(self, execution_ids: Sequence[str], lease_s: float, worker: str) -> list[Claim]:
-        rows = await self.db.fetch(QUERIES["execution_claim_many"], execution_ids, lease_s, worker)
+        rows = await self.db.fetch(
+            QUERIES["execution_claim_many"], execution_ids, lease_s, worker, *scheduled_for_bounds(execution_ids)
+        )
         return [Claim.from_row(r) for r in rows]
 
     async def execution_claim_due(self, limit: int, lease_s: float, worker: str) -> tuple[list[Claim], list[str]]:
@@ -202,35 +208,40 @@ class Store:
     ) -> dict[UUID, bool]:
         """Extend leases; returns the ids whose lease still holds, each with whether an overlap
         policy (cancel_other) asked it to stop."""
+        ids = [h[0] for h in held]
         rows = await self.db.fetch(
-            QUERIES["execution_heartbeat_many"], [h[0] for h in held], [h[1] for h in held], lease_s
+            QUERIES["execution_heartbeat_many"], ids, [h[1] for h in held], lease_s, *scheduled_for_bounds(ids)
         )
         return {r["id"]: r["cancel_requested"] for r in rows}
 
     async def execution_finish_many(self, outcomes: Sequence[Outcome]) -> list[tuple[UUID, str, datetime, str]]:
         """Record outcomes guarded by fence; returns (id, new status, due_at, tenant) of those that took effect."""
+        ids = [o.execution_id for o in outcomes]
         rows = await self.db.fetch(
             QUERIES["execution_finish_many"],
-            [o.execution_id for o in outcomes],
+            ids,
             [o.fence for o in outcomes],
             [str(o.status) for o in outcomes],
             [str(o.outcome) for o in outcomes],
             [o.error for o in outcomes],
             [o.retry_delay_s for o in outcomes],
             [o.detail for o in outcomes],
+            *scheduled_for_bounds(ids),
         )
         return [(r["id"], r["status"], r["due_at"], r["tenant"]) for r in rows]
 
     async def execution_hand_back_many(self, held: Sequence[tuple[UUID, int]]) -> list[Enqueue]:
-        rows = await self.db.fetch(QUERIES["execution_hand_back_many"], [h[0] for h in held], [h[1] for h in held])
+        ids = [h[0] for h in held]
+        rows = await self.db.fetch(QUERIES["execution_hand_back_many"], ids, [h[1] for h in held], *scheduled_for_bounds(ids))
         return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows]
 
     async def execution_park_many(
         self, held: Sequence[tuple[UUID, int]], delays_s: Sequence[float], reason: str
     ) -> list[Enqueue]:
         """Hand claimed executions back unrun (attempt not used); returns them for ZADD."""
+        ids = [h[0] for h in held]
         rows = await self.db.fetch(
-            QUERIES["execution_park_many"], [h[0] for h in held], [h[1] for h in held], list(delays_s), reason
+            QUERIES["execution_park_many"], ids, [h[1] for h in held], list(delays_s), reason, *scheduled_for_bounds(ids)
         )
         return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows]
 
@@ -241,10 +252,12 @@ class Store:
     # --- overlap policies: call the job_lock_* ones inside a transaction (schedulerd/overlap.py) --
 
     async def job_lock_overlap(self, execution_ids: Sequence[str | UUID]) -> list[UUID]:
-        return [r["id"] for r in await self.db.fetch(QUERIES["job_lock_overlap"], list(execution_ids))]
+        ids = list(execution_ids)
+        return [r["id"] for r in await self.db.fetch(QUERIES["job_lock_overlap"], ids, *scheduled_for_bounds(ids))]
 
     async def job_guarded_of(self, execution_ids: Sequence[str | UUID]) -> list[UUID]:
-        return [r["id"] for r in await self.db.fetch(QUERIES["job_guarded_of"], list(execution_ids))]
+        ids = list(execution_ids)
+        return [r["id"] for r in await self.db.fetch(QUERIES["job_guarded_of"], ids, *scheduled_for_bounds(ids))]
 
     async def job_lock_many(self, job_ids: Sequence[UUID]) -> list[UUID]:
         return [r["id"] for r in await self.db.fetch(QUERIES["job_lock_many"], list(job_ids))]
@@ -252,17 +265,21 @@ class Store:
     async def execution_overlap_state(self, execution_ids: Sequence[str | UUID], job_ids: Sequence[UUID]) -> list[Any]:
         """Rows: id, job_id, scheduled_for, overlap, busy, running_for (the running one's
         scheduled_for), cancel_requested, waiting_id (oldest first per job)."""
-        return await self.db.fetch(QUERIES["execution_overlap_state"], list(execution_ids), list(job_ids))
+        ids = list(execution_ids)
+        return await self.db.fetch(QUERIES["execution_overlap_state"], ids, list(job_ids), *scheduled_for_bounds(ids))
 
     async def execution_claim_guarded(self, execution_ids: Sequence[UUID], lease_s: float, worker: str) -> list[Claim]:
-        rows = await self.db.fetch(QUERIES["execution_claim_guarded"], list(execution_ids), lease_s, worker)
+        ids = list(execution_ids)
+        rows = await self.db.fetch(QUERIES["execution_claim_guarded"], ids, lease_s, worker, *scheduled_for_bounds(ids))
         return [Claim.from_row(r) for r in rows]
 
     async def execution_skip_overlap(self, execution_ids: Sequence[UUID]) -> set[UUID]:
-        return {r["id"] for r in await self.db.fetch(QUERIES["execution_skip_overlap"], list(execution_ids))}
+        ids = list(execution_ids)
+        return {r["id"] for r in await self.db.fetch(QUERIES["execution_skip_overlap"], ids, *scheduled_for_bounds(ids))}
 
     async def execution_wait_overlap(self, execution_ids: Sequence[UUID]) -> set[UUID]:
-        return {r["id"] for r in await self.db.fetch(QUERIES["execution_wait_overlap"], list(execution_ids))}
+        ids = list(execution_ids)
+        return {r["id"] for r in await self.db.fetch(QUERIES["execution_wait_overlap"], ids, *scheduled_for_bounds(ids))}
 
     async def execution_request_cancel(self, job_ids: Sequence[UUID]) -> set[UUID]:
         return {r["id"] for r in await self.db.fetch(QUERIES["execution_request_cancel"], list(job_ids))}
@@ -369,6 +386,40 @@ class Store:
 
     async def execution_recent_lag(self, within_s: float) -> dict[str, Any]:
         return dict(await self.db.fetchrow(QUERIES["execution_recent_lag"], within_s))
+
+    # --- retention: one partition per UTC day ---------------------------------------------------
+
+    async def maintenance_lock(self, lock_timeout_s: float) -> bool:
+        """Inside a transaction: True when this replica may maintain partitions now."""
+        row = await self.db.fetchrow(QUERIES["maintenance_lock"], f"{int(lock_timeout_s * 1000)}ms")
+        return bool(row["held"])
+
+    async def partition_ensure(self, day: date) -> bool:
+        return bool(await self.db.fetchval(QUERIES["partition_ensure"], day))
+
+    async def partition_days(self) -> list[date]:
+        return [r["day"] for r in await self.db.fetch(QUERIES["partition_days"])]
+
+    async def partition_default_days(self, *, before: date) -> list[date]:
+        return [r["day"] for r in await self.db.fetch(QUERIES["partition_default_days"], before)]
+
+    async def partition_drop(self, day: date) -> None:
+        await self.db.execute(QUERIES["partition_drop"], day)
+
+    async def execution_unfinished_between(self, low: datetime, high: datetime) -> int:
+        return await self.db.fetchval(QUERIES["execution_unfinished_between"], low, high)
+
+    async def partition_export_executions(self, low: datetime, high: datetime, output: CopySink) -> None:
+        """Stream executions scheduled in [low, high) as CSV with a header into `output`."""
+        await self._copy_out(QUERIES["partition_export_executions"], low, high, output)
+
+    async def partition_export_attempts(self, low: datetime, high: datetime, output: CopySink) -> None:
+        """Stream the attempts of executions scheduled in [low, high) as CSV with a header into `output`."""
+        await self._copy_out(QUERIES["partition_export_attempts"], low, high, output)
+
+    async def _copy_out(self, query: str, low: datetime, high: datetime, output: CopySink) -> None:
+        # COPY (query) takes no statement terminator.
+        await self.db.copy_from_query(query.rstrip(";"), low, high, output=output, format="csv", header=True)
 
     async def migration_applied(self) -> set[str]:
         return {r["migration_id"] for r in await self.db.fetch(QUERIES["migration_applied"])}

@@ -316,7 +316,7 @@ async def insert_workload(
             SELECT gen_random_uuid(), $1, $2, $3::jsonb, 'at', t, $4, $7, 2, 60, $5 FROM unnest($6::timestamptz[]) t
             RETURNING id, tenant, run_at)
         INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status)
-        SELECT gen_random_uuid(), id, tenant, run_at, run_at, 'pending' FROM j
+        SELECT schedulerd_execution_id(run_at), id, tenant, run_at, run_at, 'pending' FROM j
         RETURNING id
         """,
         tenant, task, params or {}, max_attempts, timeout_s, due, backoff_base_s,

@@ -13,9 +13,10 @@ async def test_restart_after_downtime_applies_each_misfire_policy(store, queue, 
     for policy in ("skip", "run_once", "catch_up"):
         made[policy], _ = await jobs.create(JobSpec(task="noop", cron="* * * * *", misfire_policy=policy, catch_up_limit=2))
     # Nothing ran for 10 minutes: move every written occurrence 10 minutes into the past, as if
-    # the fleet had been stopped since before they fell due.
+    # the fleet had been stopped since before they fell due (an id carries its scheduled_for).
     await store.db.execute(
-        "UPDATE executions SET scheduled_for = scheduled_for - interval '10 minutes', due_at = due_at - interval '10 minutes'"
+        "UPDATE executions SET id = schedulerd_execution_id(scheduled_for - interval '10 minutes'),"
+        " scheduled_for = scheduled_for - interval '10 minutes', due_at = due_at - interval '10 minutes'"
     )
     await store.db.execute("UPDATE jobs SET materialised_to = materialised_to - interval '10 minutes'")
     await queue.delete_all()

@@ -4,13 +4,13 @@ interval, the worker's background check (metric and log), and short runs costing
 from __future__ import annotations
 
 import asyncio
-import uuid
 from datetime import timedelta
 from uuid import UUID
 
 from structlog.testing import capture_logs
 
 from schedulerd import metrics
+from schedulerd.core.ids import execution_id
 from schedulerd.overrun import OverrunWatch, overruns
 from schedulerd.store import Store
 
@@ -19,17 +19,18 @@ async def add_history(store: Store, job_id: UUID, tenant: str, durations_s: list
     """Finished past executions of a job, newest first, each with one attempt of the given duration."""
     now = await store.clock_now()
     for k, duration_s in enumerate(durations_s, start=1):
-        execution_id, scheduled_for = uuid.uuid4(), now - timedelta(seconds=every_s * k + 1)
+        scheduled_for = now - timedelta(seconds=every_s * k + 1)
+        new_id = execution_id(scheduled_for)
         finished_at = scheduled_for + timedelta(seconds=duration_s)
         await store.db.execute(
             "INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, attempt, fence, started_at, "
             "first_started_at, finished_at) VALUES ($1, $2, $3, $4, $4, 'succeeded', 1, 1, $4, $4, $5)",
-            execution_id, job_id, tenant, scheduled_for, finished_at,
+            new_id, job_id, tenant, scheduled_for, finished_at,
         )  # fmt: skip
         await store.db.execute(
-            "INSERT INTO attempts (execution_id, attempt, fence, worker, started_at, finished_at, outcome) "
-            "VALUES ($1, 1, 1, 'w', $2, $3, 'succeeded')",
-            execution_id, scheduled_for, finished_at,
+            "INSERT INTO attempts (execution_id, attempt, fence, worker, started_at, finished_at, outcome, scheduled_for) "
+            "VALUES ($1, 1, 1, 'w', $2, $3, 'succeeded', $2)",
+            new_id, scheduled_for, finished_at,
         )  # fmt: skip
 
 

@@ -87,8 +87,12 @@ async def test_each_misfire_policy_after_the_materialiser_was_down(jobs, store, 
 
 async def test_missed_rows_are_judged_when_the_scheduler_was_down_inside_the_horizon(jobs, store, queue, config) -> None:
     job, _ = await jobs.create(JobSpec(task="noop", cron="* * * * *", misfire_policy="run_once"))
-    # Rows were written ahead, then nobody ran them: pretend they fell due over the last 5 minutes.
-    await store.db.execute("UPDATE executions SET scheduled_for = scheduled_for - interval '6 minutes', due_at = due_at - interval '6 minutes'")
+    # Rows were written ahead, then nobody ran them: pretend they fell due over the last 5 minutes
+    # (an id carries its scheduled_for, so it moves too).
+    await store.db.execute(
+        "UPDATE executions SET id = schedulerd_execution_id(scheduled_for - interval '6 minutes'),"
+        " scheduled_for = scheduled_for - interval '6 minutes', due_at = due_at - interval '6 minutes'"
+    )
 
     result = await materialiser(store, queue, config).run_once()
 

@@ -4,9 +4,10 @@
 ALTER TABLE jobs ADD COLUMN overlap text NOT NULL DEFAULT 'allow'
     CHECK (overlap IN ('allow', 'skip', 'buffer_one', 'cancel_other'));
 -- The execution that last started under the guard: the job is busy while that row is running.
-ALTER TABLE jobs ADD COLUMN overlap_running uuid;
+-- Its scheduled_for beside it, so the lookup visits one partition of executions.
+ALTER TABLE jobs ADD COLUMN overlap_running uuid, ADD COLUMN overlap_running_for timestamptz;
 -- The occurrence waiting for it (buffer_one, cancel_other): pending, reason overlap_buffered.
-ALTER TABLE jobs ADD COLUMN overlap_waiting uuid;
+ALTER TABLE jobs ADD COLUMN overlap_waiting uuid, ADD COLUMN overlap_waiting_for timestamptz;
 -- The sweeper's safety net finds waiting occurrences whose job is no longer busy.
 CREATE INDEX jobs_overlap_waiting ON jobs (id) WHERE overlap_waiting IS NOT NULL;
 -- cancel_other asks the running execution to stop; its worker learns it from the heartbeat.

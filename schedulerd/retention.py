@@ -1,0 +1,111 @@
+"""Retention: keep a partition of executions and attempts for each UTC day, create them ahead,
+and drop whole days once they are older than the retention, so expiry never deletes row by row.
+
+A day with an execution not yet final (a retry still pending, say) is kept and reported: history
+is never dropped under a live execution. Optionally each day is first written to
+`<export_dir>/{executions,attempts}-YYYY-MM-DD.csv.gz`. One replica works at a time (an advisory
+lock); DDL waits at most `lock_timeout_s` for its locks, then gives up until the next pass, so
+it never queues the workers behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from pathlib import Path
+
+import structlog
+
+from schedulerd import metrics
+from schedulerd.config import RetentionConfig
+from schedulerd.loops import every
+from schedulerd.store import Store
+
+log = structlog.get_logger("schedulerd.retention")
+
+
+@dataclass(frozen=True)
+class RetentionResult:
+    created: list[date] = field(default_factory=list)
+    dropped: list[date] = field(default_factory=list)
+    kept: list[date] = field(default_factory=list)  # expired, but holding executions not yet final
+    busy: bool = False  # another replica held the maintenance lock
+
+
+def day_bounds(day: date) -> tuple[datetime, datetime]:
+    start = datetime.combine(day, time(), UTC)
+    return start, start + timedelta(days=1)
+
+
+def expired_days(days: list[date], today: date, retention_days: int) -> list[date]:
+    """Days wholly older than the retention: the last instant of day d is before today - retention."""
+    return [d for d in days if d < today - timedelta(days=retention_days)]
+
+
+class Retention:
+    def __init__(self, store: Store, config: RetentionConfig) -> None:
+        self.store = store
+        self.config = config
+
+    async def run_once(self) -> RetentionResult:
+        today = (await self.store.clock_now()).astimezone(UTC).date()
+        ahead = today + timedelta(days=self.config.premake_days + 1)
+        async with self.store.transaction() as tx:
+            if not await tx.maintenance_lock(self.config.lock_timeout_s):
+                return RetentionResult(busy=True)
+            # Yesterday too (a late start after midnight), and any day whose rows wait in the default partition.
+            wanted = {today + timedelta(days=n) for n in range(-1, self.config.premake_days + 1)}
+            wanted.update(await tx.partition_default_days(before=ahead))
+            created = [day for day in sorted(wanted) if await tx.partition_ensure(day)]
+            existing = await tx.partition_days()
+        for day in created:
+            log.info("retention.partition_created", day=day.isoformat())
+        metrics.PARTITIONS.labels("created").inc(len(created))
+        dropped, kept = [], []
+        for day in expired_days(existing, today, self.config.days):
+            if await self._drop(day):
+                dropped.append(day)
+            else:
+                kept.append(day)
+        return RetentionResult(created, dropped, kept)
+
+    async def _drop(self, day: date) -> bool:
+        """Export (when configured) then drop one expired day; False when it must be kept."""
+        low, high = day_bounds(day)
+        if self.config.export_dir and await self.store.execution_unfinished_between(low, high) == 0:
+            await self._export(day, low, high)
+        async with self.store.transaction() as tx:
+            if not await tx.maintenance_lock(self.config.lock_timeout_s):
+                return False
+            unfinished = await tx.execution_unfinished_between(low, high)
+            if unfinished:
+                log.warning("retention.partition_kept", day=day.isoformat(), unfinished=unfinished)
+                return False
+            await tx.partition_drop(day)
+        log.info("retention.partition_dropped", day=day.isoformat(), exported=bool(self.config.export_dir))
+        metrics.PARTITIONS.labels("dropped").inc()
+        return True
+
+    async def _export(self, day: date, low: datetime, high: datetime) -> None:
+        """Write the day's executions and attempts as gzipped CSV (with a header) before the drop.
+        Written to a temporary name and renamed, so a file under the final name is complete."""
+        directory = Path(self.config.export_dir)
+        directory.mkdir(parents=True, exist_ok=True)
+        exports = {"executions": self.store.partition_export_executions, "attempts": self.store.partition_export_attempts}
+        for table, export in exports.items():
+            final = directory / f"{table}-{day.isoformat()}.csv.gz"
+            partial = final.with_suffix(".partial")
+            with gzip.open(partial, "wb") as sink:
+
+                async def write(chunk: bytes) -> None:
+                    await asyncio.to_thread(sink.write, chunk)  # compression off the event loop
+
+                await export(low, high, write)
+            os.replace(partial, final)
+        metrics.PARTITIONS.labels("exported").inc()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await every("retention", self.config.interval_s, self.run_once, stop)

@@ -1,0 +1,47 @@
+"""Execution ids carry scheduled_for, so batch statements can name the partitions they visit."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from schedulerd.core.ids import EARLIEST, LATEST, execution_id, scheduled_for_bounds, scheduled_ms
+
+MIDNIGHT = datetime(2026, 11, 29, tzinfo=UTC)
+
+
+def test_an_id_is_an_rfc_9562_version_8_uuid_carrying_its_millisecond():
+    scheduled_for = MIDNIGHT + timedelta(hours=13, microseconds=123_456)
+    execution = execution_id(scheduled_for)
+    assert execution.version == 8 and execution.variant == uuid.RFC_4122
+    assert scheduled_ms(execution) == int(scheduled_for.timestamp() * 1000)
+    assert scheduled_ms(str(execution)) == scheduled_ms(execution)
+
+
+def test_ids_of_one_instant_differ_and_sort_by_time():
+    same = {execution_id(MIDNIGHT) for _ in range(1000)}
+    assert len(same) == 1000
+    assert execution_id(MIDNIGHT) < execution_id(MIDNIGHT + timedelta(milliseconds=1))
+
+
+def test_bounds_cover_every_id_and_nothing_a_millisecond_beyond():
+    times = [MIDNIGHT + timedelta(seconds=s, microseconds=999) for s in (5, 0, 86_400 * 3)]
+    low, high = scheduled_for_bounds([execution_id(t) for t in times])
+    assert low == MIDNIGHT
+    assert high == MIDNIGHT + timedelta(days=3, milliseconds=1)
+    assert all(low <= t < high for t in times)
+
+
+def test_an_id_without_a_time_widens_the_bounds_to_everything():
+    ids = [execution_id(MIDNIGHT), uuid.uuid4(), uuid.uuid7() if hasattr(uuid, "uuid7") else uuid.uuid1()]
+    assert scheduled_for_bounds(ids) == (EARLIEST, LATEST)
+    assert scheduled_ms(uuid.uuid4()) is None
+
+
+def test_no_ids_is_an_empty_range():
+    low, high = scheduled_for_bounds([])
+    assert not low < high
+
+
+def test_a_time_outside_the_48_bit_range_gets_a_plain_random_id():
+    assert execution_id(datetime(1969, 12, 31, tzinfo=UTC)).version == 4
