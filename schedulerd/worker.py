@@ -286,10 +286,11 @@ class Worker:
 
     def _start(self, claims: list[Claim]) -> int:
         self.stats.claimed += len(claims)
+        for task, count in collections.Counter(claim.task for claim in claims).items():
+            metrics.attempts(task).inc(count)  # per batch: each inc takes a lock
         for claim in claims:
             self._by_task[claim.task] += 1
             self._slow_running += claim.task in self.config.slow_tasks
-            metrics.attempts(claim.task).inc()
             metrics.start_lag(claim.task).observe(max(0.0, (claim.started_at - claim.due_at).total_seconds()))
             running = _Running(claim)
             self.running[claim.id] = running
@@ -308,19 +309,15 @@ class Worker:
 
     async def _execute(self, running: _Running) -> None:
         claim = running.claim
-        bound = log.bind(
-            execution_id=str(claim.id), job_id=str(claim.job_id), tenant=claim.tenant,
-            attempt=claim.attempt, fence=claim.fence, task=claim.task,
-        )  # fmt: skip
+        ctx = registry.TaskContext(
+            claim.id, claim.job_id, claim.tenant, claim.scheduled_for, claim.attempt, claim.fence, claim.task
+        )
         outcome, error, detail = AttemptOutcome.SUCCEEDED, None, None
         permanent, retry_after_s = False, None
         deadline: asyncio.Timeout | None = None
         began = time.monotonic()
         try:
             task = registry.get(claim.task)
-            ctx = registry.TaskContext(
-                claim.id, claim.job_id, claim.tenant, claim.scheduled_for, claim.attempt, claim.fence, bound
-            )
             async with asyncio.timeout(claim.timeout_s) as deadline:
                 if task.is_async:
                     result = await task.handler(ctx, claim.params)
@@ -336,7 +333,7 @@ class Worker:
                     "cancelled: a newer occurrence of the job came due while this one ran (overlap policy cancel_other)"
                 )
             elif running.stopped is not None:
-                bound.warning(f"worker.{running.stopped}")  # the attempt is recorded elsewhere
+                ctx.log.warning(f"worker.{running.stopped}")  # the attempt is recorded elsewhere
                 return
             else:
                 raise
@@ -363,12 +360,10 @@ class Worker:
             self._slot_free.set()
         self._record(claim, outcome, error, detail=detail, permanent=permanent, retry_after_s=retry_after_s)
         self.overrun.attempt_finished(claim.job_id, time.monotonic() - began)
-        if outcome is AttemptOutcome.SUCCEEDED:
-            bound.debug("worker.attempt_succeeded")  # one line per execution is too many at 10,000/s
-        elif outcome is AttemptOutcome.CANCELLED:
-            bound.warning("worker.attempt_cancelled", reason="overlap")
-        else:
-            bound.warning("worker.attempt_failed", outcome=str(outcome), error=(error or "").splitlines()[-1][:200])
+        if outcome is AttemptOutcome.CANCELLED:
+            ctx.log.warning("worker.attempt_cancelled", reason="overlap")
+        elif outcome is not AttemptOutcome.SUCCEEDED:  # a line per success is too many at 10,000/s
+            ctx.log.warning("worker.attempt_failed", outcome=str(outcome), error=(error or "").splitlines()[-1][:200])
 
     def _record(
         self, claim: Claim, outcome: AttemptOutcome, error: str | None, *, detail: str | None = None,
@@ -411,11 +406,12 @@ class Worker:
             raise
         self.stats.finished += len(applied)
         by_id = {o.execution_id: o for o in outcomes}
-        for execution_id, _, _, _ in applied:
-            outcome = by_id[execution_id]
-            metrics.finished(outcome.task, outcome.outcome).inc()
-            if outcome.retry_delay_s is not None:
-                metrics.RETRIES.labels(outcome.task).inc()
+        took_effect = [by_id[execution_id] for execution_id, _, _, _ in applied]
+        counts = collections.Counter((o.task, o.outcome, o.retry_delay_s is not None) for o in took_effect)
+        for (task, outcome, retried), count in counts.items():  # per batch: each inc takes a lock
+            metrics.finished(task, outcome).inc(count)
+            if retried:
+                metrics.RETRIES.labels(task).inc(count)
         if len(applied) < len(outcomes):
             self.stats.fenced_out += len(outcomes) - len(applied)
             metrics.FENCED_OUT.inc(len(outcomes) - len(applied))
@@ -425,7 +421,7 @@ class Worker:
             applied_ids = {a[0] for a in applied}
             await self._tell_breakers([o for o in outcomes if o.execution_id in applied_ids])
         retries = [Enqueue(i, due_at, t) for i, status, due_at, t in applied if status == ExecutionStatus.QUEUED]
-        guarded_jobs = [by_id[a[0]].job_id for a in applied if by_id[a[0]].guarded]
+        guarded_jobs = [o.job_id for o in took_effect if o.guarded]
         if guarded_jobs:
             # Their job is free now: a waiting occurrence (buffer_one, cancel_other) starts at once.
             try:

@@ -72,8 +72,7 @@ async def test_two_replicas_enforce_skip_and_buffer_one(cli, store, queue, confi
 
     for job_id in jobs.values():
         await wait_for(lambda: first_running(job_id), timeout_s=30, interval_s=0.2)
-        assert cli("job", "trigger", job_id).returncode == 0  # three more occurrences come due while it runs
-        for _ in range(2):
+        for _ in range(3):  # three more occurrences come due while it runs (in-process: a CLI start can take seconds)
             await Jobs(store, queue, config).trigger(UUID(job_id))
 
     async def fates(job_id: str) -> list[tuple[str, str | None]]:
