@@ -54,7 +54,7 @@ async def test_job_page_shows_overlap_and_overrun_warning(
         await add_history(store, UUID(job_id), f"overlap-{port}", [280.0] * 5)
 
         await page.goto(f"{url}#/jobs/{job_id}")
-        await expect(page.locator("#job-overlap")).to_have_text("buffer_one")
+        await expect(page.locator("#job-overlap-policy")).to_have_text("buffer_one")
         await expect(page.locator("#job-overrun")).to_contain_text("will soon overlap")
         await expect(page.locator("#job-overrun")).to_contain_text("(93%, warn at 80%")
         await page.goto(f"{url}#/jobs")

@@ -90,7 +90,7 @@ async function jobView(id) {
     <dl><dt>id</dt><dd>${esc(job.id)}</dd><dt>task</dt><dd>${esc(job.task)}</dd>
     <dt>schedule</dt><dd>${job.cron ? `<code>${esc(job.cron)}</code> in ${esc(job.timezone)}` : esc(job.schedule_kind)}</dd>
     <dt>state</dt><dd>${esc(job.state)}</dd><dt>params</dt><dd><code>${esc(JSON.stringify(job.params))}</code></dd>
-    <dt>overlap</dt><dd id="job-overlap">${esc(job.overlap)}</dd>
+    <dt>overlap</dt><dd id="job-overlap-policy">${esc(job.overlap)}</dd>
     ${job.overrun ? `<dt>run time</dt><dd id="job-overrun" class="${job.overrun.warning ? "error" : ""}">${overrunText(job.overrun)}</dd>` : ""}
     <dt>next runs</dt><dd>${job.next_runs.map((t) => when(t, job.timezone)).join("") || "–"}</dd></dl>
     <p id="job-actions" data-id="${esc(job.id)}">${actions}</p>
