@@ -72,6 +72,14 @@ def _parser() -> argparse.ArgumentParser:
         sub = job.add_parser(name, help=text)
         sub.add_argument("id")
         sub.add_argument("--json", action="store_true")
+        if name == "pause":
+            sub.add_argument("--note", help="why it is paused (shown with the job until it is resumed)")
+            sub.add_argument("--by", help="who paused it (default: cli:$USER)")
+    backfill = job.add_parser("backfill", help="create a cron job's occurrences in a past range [from, to) as executions")
+    backfill.add_argument("id")
+    backfill.add_argument("--from", dest="from_", required=True, help="ISO 8601 instant with offset (inclusive)")
+    backfill.add_argument("--to", required=True, help="ISO 8601 instant with offset (exclusive), not in the future")
+    backfill.add_argument("--json", action="store_true")
     upcoming = job.add_parser("next", help="a job's next runs")
     upcoming.add_argument("id")
     upcoming.add_argument("--count", type=int, default=5)
@@ -101,10 +109,27 @@ def _parser() -> argparse.ArgumentParser:
     listing.add_argument("--tenant")
     listing.add_argument("--limit", type=int, default=50)
     listing.add_argument("--json", action="store_true")
+    _failed_filters(listing, "with --status failed: ")
+    redrive = executions.add_parser(
+        "redrive", help="give failed executions a new attempt budget: by id, or every one matching filters"
+    )
+    redrive.add_argument("ids", nargs="*", metavar="ID")
+    redrive.add_argument("--tenant", help="only this tenant's executions")
+    redrive.add_argument("--job", help="every failed execution of this job")
+    _failed_filters(redrive, "")
+    redrive.add_argument("--by", help="who redrives (default: cli:$USER)")
+    redrive.add_argument("--json", action="store_true")
     show = executions.add_parser("show", help="one execution with every attempt")
     show.add_argument("id")
     show.add_argument("--json", action="store_true")
     return parser
+
+
+def _failed_filters(parser: argparse.ArgumentParser, prefix: str) -> None:
+    parser.add_argument("--task", help=f"{prefix}only executions of this task type")
+    parser.add_argument("--error", help=f"{prefix}only those whose last error contains this text (any case)")
+    parser.add_argument("--since", help=f"{prefix}only those that failed at or after this ISO 8601 instant")
+    parser.add_argument("--until", help=f"{prefix}only those that failed before this ISO 8601 instant")
 
 
 def _uuid(text: str, field: str) -> UUID:
@@ -259,14 +284,44 @@ async def _job_action(args: argparse.Namespace, config: Config) -> None:
             job = await jobs.get(job_id)
             judged = (await overruns(jobs.store, [job], config.jobs, await jobs.store.clock_now())).get(job.id)
             _print_job(job, args.json, overrun=_overrun_view(judged, config) if job.cron else None)
-        elif args.job_command in ("pause", "delete"):
-            job, cancelled = await (jobs.pause if args.job_command == "pause" else jobs.delete)(job_id)
+        elif args.job_command == "pause":
+            job, cancelled = await jobs.pause(job_id, note=args.note, by=args.by or _cli_actor())
+            _print_job(job, args.json, cancelled_executions=cancelled)
+        elif args.job_command == "delete":
+            job, cancelled = await jobs.delete(job_id)
             _print_job(job, args.json, cancelled_executions=cancelled)
         elif args.job_command == "resume":
             _print_job(await jobs.resume(job_id), args.json)
         else:
             execution = await jobs.trigger(job_id)
             print(json.dumps(_jsonable(execution)) if args.json else f"execution {execution.id} queued, due {_time(execution.due_at)}")
+
+
+def _cli_actor() -> str:
+    import getpass
+
+    try:
+        return f"cli:{getpass.getuser()}"[:100]
+    except (KeyError, OSError):  # no login name (a container with an unnamed uid)
+        return "cli"
+
+
+async def _job_backfill(args: argparse.Namespace, config: Config) -> None:
+    job_id = _uuid(args.id, "id")
+    start, end = _parse("--from", parse_instant, args.from_), _parse("--to", parse_instant, args.to)
+    async with _Session(config) as jobs:
+        try:
+            done = await jobs.backfill(job_id, start, end)
+        except ValidationError as exc:  # name the flag the user typed
+            raise ValidationError({"from": "--from", "to": "--to"}.get(exc.field, exc.field), exc.message, exc.limit) from None
+    if args.json:
+        print(json.dumps({"created": [_jsonable(e) for e in done.created], "already_backfilled": done.already_backfilled}))
+        return
+    print(f"job {job_id}: {len(done.created)} executions created, {done.already_backfilled} occurrences already backfilled")
+    if done.created:
+        first, last = done.created[0], done.created[-1]
+        print(f"scheduled for {_time(first.scheduled_for)} .. {_time(last.scheduled_for)}; "
+              f"due {_time(first.due_at)} .. {_time(last.due_at)}")  # fmt: skip
 
 
 async def _job_next(args: argparse.Namespace, config: Config) -> None:
@@ -302,10 +357,77 @@ async def _cron_next(args: argparse.Namespace, config: Config) -> None:
     _print_preview(schedule.next_runs(start, args.count), args.tz, args.json)
 
 
+def _failed_filter(args: argparse.Namespace) -> Any:
+    from schedulerd.dead_letters import FailedFilter
+
+    return FailedFilter(
+        job_id=_uuid(args.job, "--job") if args.job else None, task=args.task, error=args.error,
+        since=_parse("--since", parse_instant, args.since) if args.since else None,
+        until=_parse("--until", parse_instant, args.until) if args.until else None,
+    )  # fmt: skip
+
+
+def _flag_error(exc: ValidationError) -> ValidationError:
+    """The dead-letter service names fields; the CLI user typed flags."""
+    flags = {"error": "--error", "since": "--since", "until": "--until", "filter": "--job/--task/--error/--since/--until"}
+    return ValidationError(flags.get(exc.field, exc.field), exc.message, exc.limit)
+
+
+async def _executions_failed(args: argparse.Namespace, config: Config) -> None:
+    from schedulerd.dead_letters import DeadLetters
+
+    which = _failed_filter(args)
+    async with _Session(config) as jobs:
+        try:
+            failed = await DeadLetters(jobs.store, jobs.queue, config).list(args.tenant, which, limit=args.limit)
+        except ValidationError as exc:
+            raise _flag_error(exc) from None
+    if args.json:
+        print(json.dumps([{**_jsonable(f.execution), "task": f.task} for f in failed]))
+        return
+    header = ("ID", "JOB", "TASK", "TENANT", "ATTEMPT", "REDRIVES", "SCHEDULED_FOR", "FAILED_AT", "LAST_ERROR")
+    rows = [
+        (str(e.id), str(e.job_id)[:8], f.task, e.tenant, str(e.attempt), str(e.redrives), _time(e.scheduled_for),
+         _time(e.finished_at), e.last_error.splitlines()[-1][:60] if e.last_error else "")
+        for f in failed for e in [f.execution]
+    ]  # fmt: skip
+    print(_table(rows, header))
+
+
+async def _executions_redrive(args: argparse.Namespace, config: Config) -> None:
+    from schedulerd.dead_letters import DeadLetters
+
+    which = _failed_filter(args)
+    ids = [_uuid(text, "id") for text in args.ids]
+    if ids and not which.empty:
+        raise ValidationError("id", "give execution ids or filters (--job, --task, --error, --since, --until), not both")
+    async with _Session(config) as jobs:
+        dead_letters = DeadLetters(jobs.store, jobs.queue, config)
+        by = args.by or _cli_actor()
+        try:
+            done = await (dead_letters.redrive(ids, args.tenant, by=by) if ids
+                          else dead_letters.redrive_matching(args.tenant, which, by=by))  # fmt: skip
+        except ValidationError as exc:
+            raise _flag_error(exc) from None
+    if args.json:
+        print(json.dumps({"redriven": [str(i) for i in done.execution_ids],
+                          "not_redriven": [str(i) for i in done.not_redriven], "more": done.more}))  # fmt: skip
+        return
+    for execution_id in done.execution_ids:
+        print(f"execution {execution_id} redriven")
+    print(f"{len(done.execution_ids)} redriven" + (f", {len(done.not_redriven)} not (job paused or deleted, or "
+          "redriven meanwhile)" if done.not_redriven else "") + ("; more match: run it again" if done.more else ""))
+
+
 async def _executions_list(args: argparse.Namespace, config: Config) -> None:
     job_id = _uuid(args.job, "--job") if args.job else None
     if not 1 <= args.limit <= 1000:
         raise ValidationError("--limit", f"must be between 1 and 1000, got {args.limit}")
+    if args.status == ExecutionStatus.FAILED:
+        return await _executions_failed(args, config)
+    for flag in ("task", "error", "since", "until"):
+        if getattr(args, flag) is not None:
+            raise ValidationError(f"--{flag}", "filters failed executions only: add --status failed")
     async with _Session(config) as jobs:
         executions = await jobs.store.execution_list(tenant=args.tenant, job_id=job_id, status=args.status, limit=args.limit)
     if args.json:
@@ -325,21 +447,28 @@ async def _executions_show(args: argparse.Namespace, config: Config) -> None:
     async with _Session(config) as jobs:
         execution = await jobs.store.execution_get(execution_id)
         attempts = await jobs.store.attempt_list(execution_id) if execution else []
+        redrives = await jobs.store.redrive_list(execution_id) if execution else []
     if execution is None:
         raise NotFoundError(f"execution {execution_id} not found")
     if args.json:
-        print(json.dumps({**_jsonable(execution), "attempts": [{**_jsonable(a), "duration_s": a.duration_s} for a in attempts]}))
+        print(json.dumps({**_jsonable(execution), "attempts": [{**_jsonable(a), "duration_s": a.duration_s} for a in attempts],
+                          "redrives": [_jsonable(r) for r in redrives]}))  # fmt: skip
         return
     for key, value in asdict(execution).items():
         print(f"{key:17} {_time(value) if isinstance(value, datetime) else value}")
     print()
     header = ("ATTEMPT", "FENCE", "WORKER", "STARTED", "FINISHED", "DURATION", "OUTCOME", "ERROR")
     rows = [
-        (str(a.attempt), str(a.fence), a.worker or "-", _time(a.started_at), _time(a.finished_at),
-         f"{a.duration_s:.3f}s", a.outcome, (a.error or "").splitlines()[-1][:80] if a.error else "")
+        (a.fence, (str(a.attempt), str(a.fence), a.worker or "-", _time(a.started_at), _time(a.finished_at),
+         f"{a.duration_s:.3f}s", a.outcome, (a.error or "").splitlines()[-1][:80] if a.error else ""))
         for a in attempts
+    ] + [
+        (r.fence, ("-", str(r.fence), r.redriven_by, _time(r.redriven_at), "-", "-", "redriven",
+         f"new attempt budget after {r.attempts_before} attempts"))
+        for r in redrives
     ]  # fmt: skip
-    print(_table(rows, header) if rows else "no finished attempts yet")
+    # Attempts and redrives interleave by fence: each redrive raised it, between two budgets.
+    print(_table([row for _, row in sorted(rows, key=lambda r: r[0])], header) if rows else "no finished attempts yet")
 
 
 async def _status(args: argparse.Namespace, config: Config) -> None:
@@ -439,9 +568,11 @@ COMMANDS = {
     ("job", "delete"): _job_action,
     ("job", "trigger"): _job_action,
     ("job", "next"): _job_next,
+    ("job", "backfill"): _job_backfill,
     ("cron", "next"): _cron_next,
     ("executions", "list"): _executions_list,
     ("executions", "show"): _executions_show,
+    ("executions", "redrive"): _executions_redrive,
     ("migrate", None): _migrate,
     ("tenant", "create"): _tenant_token,
     ("token", "create"): _tenant_token,

@@ -1,5 +1,5 @@
 """Accepting and steering jobs: validate a definition, record it with its first executions,
-then enqueue; pause, resume, delete, trigger. Used by the CLI (and the API).
+then enqueue; pause (with a note), resume, delete, trigger, backfill. Used by the CLI and the API.
 
 Order of writes: the Postgres transaction commits before the ZADD. If the ZADD fails the job
 is still accepted; the sweeper puts its queued executions into Redis within its grace.
@@ -20,10 +20,11 @@ from uuid import UUID
 
 import structlog
 
-from schedulerd import registry
+from schedulerd import metrics, registry
 from schedulerd.clock import Clock, system
 from schedulerd.config import Config
 from schedulerd.core.ids import execution_id
+from schedulerd.core.backfill import check_range, plan_backfill
 from schedulerd.core.misfire import MisfirePolicy
 from schedulerd.core.overlap import OverlapPolicy
 from schedulerd.core.schedule import CronSchedule, ScheduleError, smear_offset_s
@@ -40,6 +41,8 @@ LATEST_RUN_AT = timedelta(days=3660)  # "at" more than ~10 years ahead is a typo
 EARLIEST_RUN_AT = datetime(2000, 1, 1, tzinfo=UTC)
 MAX_WINDOW_S = 86400.0
 MAX_PARAMS_DEPTH = 32  # nesting levels of a params document
+MAX_PAUSE_NOTE = 500  # characters of a pause note
+MAX_ACTOR = 100  # characters of a "paused by" / "redriven by" name
 
 
 @dataclass(frozen=True)
@@ -179,6 +182,23 @@ def next_runs(job: Job, after: datetime, count: int) -> list[datetime]:
 AlsoInTransaction = Callable[[Store, Job, list[Execution]], Awaitable[None]]
 
 
+@dataclass(frozen=True)
+class Backfill:
+    """What a backfill did: the executions it created, and the occurrences of the range that a
+    previous backfill had already created (left as they are)."""
+
+    created: list[Execution]
+    already_backfilled: int
+
+
+def check_actor(by: str, field: str = "by") -> str:
+    """A name saying who acted (paused, redrove): 1-100 characters of storable text."""
+    if not by or len(by) > MAX_ACTOR:
+        raise ValidationError(field, f"must be 1-{MAX_ACTOR} characters, got {len(by)}")
+    _check_text(by, field)
+    return by
+
+
 def queued(executions: list[Execution]) -> list[Enqueue]:
     return [Enqueue(e.id, e.due_at, e.tenant) for e in executions if e.status == ExecutionStatus.QUEUED]
 
@@ -227,11 +247,21 @@ class Jobs:
             raise NotFoundError(f"job {job_id} not found")
         return job
 
-    async def pause(self, job_id: UUID, tenant: str | None = None) -> tuple[Job, int]:
-        """Stop a job; its not-yet-started executions are cancelled. Returns (job, cancelled)."""
+    async def pause(
+        self, job_id: UUID, tenant: str | None = None, *, note: str | None = None, by: str | None = None
+    ) -> tuple[Job, int]:
+        """Stop a job; its not-yet-started executions are cancelled. `note` says why and `by` who
+        (both shown with the job until it is resumed). Returns (job, cancelled)."""
+        if note is not None:
+            if len(note) > MAX_PAUSE_NOTE:
+                raise ValidationError("note", f"is {len(note)} characters; the limit is {MAX_PAUSE_NOTE}")
+            _check_text(note, "note")
+        if by is not None:
+            check_actor(by)
         await self.get(job_id, tenant)
         async with self.store.transaction() as tx:
-            job = await tx.job_set_enabled(job_id, False, self.clock.now())  # cursor unused when pausing
+            # the cursor is unused when pausing
+            job = await tx.job_set_enabled(job_id, False, self.clock.now(), note or None, by)
             if job is None:
                 raise NotFoundError(f"job {job_id} not found")
             cancelled = await tx.execution_cancel_for_job(job_id, "paused")
@@ -263,14 +293,44 @@ class Jobs:
         return job, cancelled
 
     async def trigger(self, job_id: UUID, tenant: str | None = None) -> Execution:
-        """Run a job once now, besides its schedule. The execution's slot is this instant, so it
-        never takes a scheduled occurrence's place."""
+        """Run a job once now, besides its schedule. Its slot is (this instant, origin trigger),
+        so it never takes a scheduled occurrence's place, even at the same instant."""
         job = await self.get(job_id, tenant)
         if job.deleted_at is not None:
             raise ValidationError("id", f"job {job_id} is deleted")
         now = await self.store.clock_now()  # Postgres's: a skewed host must not make it due late or early
         (execution,) = await self.store.execution_insert_many(
-            [(execution_id(now), job.id, job.tenant, now, now)], self.config.dispatcher.horizon_s
+            [(execution_id(now), job.id, job.tenant, now, now)], self.config.dispatcher.horizon_s, origin="trigger"
         )
         await self._enqueue(queued([execution]))
         return execution
+
+    async def backfill(self, job_id: UUID, start: datetime, end: datetime, tenant: str | None = None) -> Backfill:
+        """Create the occurrences of a cron job's schedule in [start, end) (the past only) as
+        executions of origin backfill: scheduled_for is the occurrence's instant, due times are
+        spread from now at [jobs].backfill_per_s. The slot (job, instant, origin backfill) is
+        unique: a scheduled run of the same instant is neither blocked nor taken, and an instant
+        already backfilled is left as it is (running the same backfill twice creates nothing)."""
+        job = await self.get(job_id, tenant)
+        if job.deleted_at is not None:
+            raise ValidationError("id", f"job {job_id} is deleted")
+        if job.schedule_kind != "cron" or job.cron is None:
+            raise ValidationError("id", f"job {job_id} runs once ({job.schedule_kind}); only cron jobs can be backfilled")
+        if not job.enabled:
+            raise ValidationError("id", f"job {job_id} is paused; resume it before backfilling")
+        defaults = self.config.jobs
+        now = await self.store.clock_now()  # Postgres's: "the past" and the due times are judged on one clock
+        check_range(start, end, now)
+        if start < EARLIEST_RUN_AT:
+            raise ValidationError("from", f"{start.isoformat()} is before 2000-01-01")
+        plan = plan_backfill(
+            CronSchedule(job.cron, job.timezone), start, end, now,
+            max_occurrences=defaults.backfill_max_occurrences, per_s=defaults.backfill_per_s,
+        )  # fmt: skip
+        rows = [(execution_id(at), job.id, job.tenant, at, due) for at, due in plan.occurrences]
+        created = await self.store.execution_insert_many(rows, self.config.dispatcher.horizon_s, origin="backfill")
+        await self._enqueue(queued(created))
+        metrics.BACKFILLED.inc(len(created))
+        log.info("jobs.backfilled", job_id=str(job.id), tenant=job.tenant, created=len(created),
+                 already_backfilled=len(rows) - len(created), start=start.isoformat(), end=end.isoformat())  # fmt: skip
+        return Backfill(created, len(rows) - len(created))

@@ -87,7 +87,8 @@ async def materialise_jobs(
     cursors: list[tuple[UUID, datetime]] = []
     for job in jobs:
         step = plan(
-            CronSchedule(job.cron or "", job.timezone), str(job.id), job.window_s, job.materialised_to, now,
+            # A job never materialised (written by SQL, say) owes its occurrences since it was created.
+            CronSchedule(job.cron or "", job.timezone), str(job.id), job.window_s, job.materialised_to or job.created_at, now,
             horizon_s=config.horizon_s, lookback_s=config.lookback_s, max_occurrences=config.max_occurrences_per_job,
         )  # fmt: skip
         if step.unrecorded:

@@ -84,3 +84,7 @@ OVERRUN_WARNINGS = Counter(
     "Cron jobs found with a recent p95 duration above [jobs].overrun_fraction of their interval, by task",
     ["task"],
 )
+# Backfill and dead-letter redrive (counted by the process that served the request: the API's
+# replica, or a CLI run, which has no /metrics).
+BACKFILLED = Counter("schedulerd_backfilled_occurrences_total", "Executions created by backfills")
+REDRIVEN = Counter("schedulerd_redriven_executions_total", "Failed executions redriven with a new attempt budget")

@@ -69,6 +69,9 @@ class Job(_Row):
     created_at: datetime
     updated_at: datetime
     deleted_at: datetime | None
+    paused_note: str | None  # why it was paused (cleared on resume)
+    paused_by: str | None  # who paused it: "cli:<user>", a --by name, or "api:<tenant>"
+    paused_at: datetime | None
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,9 @@ class Execution(_Row):
     finished_at: datetime | None
     last_error: str | None
     created_at: datetime
-    reason: str | None  # why it was skipped or cancelled, or 'late_replay'
+    reason: str | None  # why it was skipped or cancelled, or 'late_replay', or 'redrive'
+    origin: str  # scheduled | trigger | backfill: what made this occurrence
+    redrives: int  # times it was redriven after failing (each gave it a new attempt budget)
     cancel_requested_at: datetime | None  # overlap cancel_other asked the running attempt to stop
 
 
@@ -108,6 +113,26 @@ class Attempt(_Row):
     @property
     def duration_s(self) -> float:
         return (self.finished_at - self.started_at).total_seconds()
+
+
+@dataclass(frozen=True)
+class Redrive(_Row):
+    """A failed execution given a new attempt budget: an entry in its history."""
+
+    execution_id: UUID
+    fence: int  # the execution's fence after the redrive: sorts it among the attempts
+    redriven_at: datetime
+    redriven_by: str
+    attempts_before: int  # attempts the spent budget had used
+    error_before: str | None
+
+
+@dataclass(frozen=True)
+class FailedExecution:
+    """A row of the dead-letter list: the execution and its job's task type."""
+
+    execution: Execution
+    task: str
 
 
 @dataclass(frozen=True)

@@ -10,20 +10,23 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, Header, Query
+from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
 
 from schedulerd import registry
 from schedulerd.api import schemas
 from schedulerd.api.app import ERRORS, ApiError, Services
 from schedulerd.core.overrun import Overrun
+from schedulerd.dead_letters import DeadLetters, FailedFilter
+from schedulerd.errors import ValidationError
 from schedulerd.jobs import JobSpec, next_runs
-from schedulerd.models import Attempt, Execution, Job, LastExecution
+from schedulerd.models import Attempt, Execution, Job, LastExecution, Redrive
 from schedulerd.overrun import overruns
 from schedulerd.store import Store
 from schedulerd.tenants import Principal
 
 NEXT_RUNS = 5
+FAILED_FILTERS = {"job", "task", "error", "since", "until", "limit", "cursor"}  # GET /v1/executions/failed
 IDEMPOTENCY_KEY = Header(None, alias="Idempotency-Key", min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$",
                          description="repeat a create safely: the same key returns the first result")  # fmt: skip
 
@@ -39,6 +42,7 @@ def job_view(job: Job, now: datetime, last: LastExecution | None = None, overrun
         backoff_factor=job.backoff_factor, backoff_max_s=job.backoff_max_s), timeout_s=job.timeout_s,
         overlap=job.overlap, state=state,
         created_at=job.created_at, updated_at=job.updated_at, deleted_at=job.deleted_at,
+        pause=schemas.Pause(note=job.paused_note, by=job.paused_by, at=job.paused_at) if state == "paused" else None,
         next_runs=next_runs(job, now, NEXT_RUNS) if state == "enabled" else [],
         last_execution=schemas.LastExecution(id=last.id, status=last.status, scheduled_for=last.scheduled_for,
                                              finished_at=last.finished_at) if last else None,
@@ -56,7 +60,18 @@ def execution_view(execution: Execution) -> dict[str, Any]:
         "first_started_at": started, "started_at": execution.started_at, "finished_at": execution.finished_at,
         "last_error": execution.last_error,
         "start_lag_s": (started - execution.scheduled_for).total_seconds() if started else None,
+        "origin": execution.origin, "redrives": execution.redrives,
     }  # fmt: skip
+
+
+def redrive_view(redrive: Redrive) -> dict[str, Any]:
+    return {"fence": redrive.fence, "redriven_at": redrive.redriven_at, "redriven_by": redrive.redriven_by,
+            "attempts_before": redrive.attempts_before, "error_before": redrive.error_before}  # fmt: skip
+
+
+def actor(who: Principal) -> str:
+    """Who acted, as recorded on a pause or redrive: the token's tenant and id prefix."""
+    return f"api:{who.tenant} (token {str(who.token_id)[:8]})"
 
 
 def attempt_view(attempt: Attempt) -> dict[str, Any]:
@@ -85,6 +100,7 @@ def decode_cursor(cursor: str | None) -> tuple[datetime, UUID] | None:
 def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> APIRouter:
     api = APIRouter(prefix="/v1", responses=ERRORS)
     jobs, store, config = services.jobs, services.store, services.config
+    dead_letters = DeadLetters(store, services.queue, config)
     Caller = Annotated[Principal, Depends(caller)]
     PageSize = Annotated[int, Query(ge=1, le=config.api.page_size_max, description="items per page (api.page_size_max)")]
     Cursor = Annotated[str | None, Query(max_length=400, description="next_cursor of the previous page")]
@@ -167,9 +183,9 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
 
     @api.post("/jobs/{job_id}/pause", response_model=schemas.JobChanged, tags=["jobs"],
               summary="stop a job; its unstarted executions are cancelled")  # fmt: skip
-    async def pause_job(job_id: UUID, who: Caller) -> Any:
+    async def pause_job(job_id: UUID, who: Caller, body: schemas.PauseRequest | None = None) -> Any:
         await own_live_job(job_id, who.tenant)
-        job, cancelled = await jobs.pause(job_id, who.tenant)
+        job, cancelled = await jobs.pause(job_id, who.tenant, note=body.note if body else None, by=actor(who))
         return {"job": job_view(job, datetime.now(UTC)), "cancelled_executions": cancelled}
 
     @api.post("/jobs/{job_id}/resume", response_model=schemas.JobChanged, tags=["jobs"],
@@ -183,6 +199,13 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
     async def trigger_job(job_id: UUID, who: Caller) -> Any:
         await own_live_job(job_id, who.tenant)
         return execution_view(await jobs.trigger(job_id, who.tenant))
+
+    @api.post("/jobs/{job_id}/backfill", status_code=201, response_model=schemas.Backfilled, tags=["jobs"],
+              summary="create a cron job's occurrences in a past range [from, to) as executions")  # fmt: skip
+    async def backfill_job(job_id: UUID, body: schemas.BackfillRequest, who: Caller) -> Any:
+        await own_live_job(job_id, who.tenant)
+        done = await jobs.backfill(job_id, body.from_, body.to, who.tenant)
+        return {"created": [execution_view(e) for e in done.created], "already_backfilled": done.already_backfilled}
 
     @api.delete("/jobs/{job_id}", response_model=schemas.JobChanged, tags=["jobs"],
                 summary="stop a job for good; its history stays")  # fmt: skip
@@ -207,6 +230,57 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
         return {"items": [execution_view(e) for e in page],
                 "next_cursor": encode_cursor(page[-1].scheduled_for, page[-1].id) if more else None}  # fmt: skip
 
+    # Declared before /executions/{execution_id}, which would otherwise take "failed" for an id.
+    @api.get("/executions/failed", response_model=schemas.FailedExecutionPage, tags=["dead letters"],
+             summary="this tenant's failed executions, most recently failed first")  # fmt: skip
+    async def list_failed(
+        request: Request, who: Caller, job: UUID | None = None,
+        task: Annotated[str | None, Query(max_length=200, description="of this task type")] = None,
+        error: Annotated[str | None, Query(min_length=1, max_length=500, description="last error contains (any case)")] = None,
+        since: Annotated[schemas.Instant | None, Query(description="failed at or after (ISO 8601)")] = None,
+        until: Annotated[schemas.Instant | None, Query(description="failed before (ISO 8601)")] = None,
+        limit: PageSize = 50, cursor: Cursor = None,
+    ) -> Any:  # fmt: skip
+        # A misspelt filter (?erorr=) must not silently list every failure: what you redrive next.
+        unknown = sorted(set(request.query_params) - FAILED_FILTERS)
+        if unknown:
+            raise ApiError(422, "validation", "is not a parameter of this request", field=unknown[0])
+        if job is not None:
+            await jobs.get(job, who.tenant)  # another tenant's job: 404, like a missing one
+        which = FailedFilter(job_id=job, task=task, error=error, since=since, until=until)
+        listed = await dead_letters.list(who.tenant, which, after=decode_cursor(cursor), limit=limit + 1)
+        page, more = listed[:limit], len(listed) > limit
+        last = page[-1].execution if page else None
+        return {"items": [{**execution_view(f.execution), "task": f.task} for f in page],
+                "next_cursor": encode_cursor(last.finished_at, last.id) if more and last and last.finished_at else None}  # fmt: skip
+
+    async def redriving(run: Callable[[], Awaitable[Any]]) -> Any:
+        """A redrive refused for an execution's state (not failed, job paused) is a conflict."""
+        try:
+            done = await run()
+        except ValidationError as exc:
+            if exc.field == "id":
+                raise ApiError(409, "conflict", exc.message, field="id") from None
+            raise
+        return {"redriven": done.execution_ids, "not_redriven": done.not_redriven, "more": done.more}
+
+    @api.post("/executions/redrive", response_model=schemas.Redriven, tags=["dead letters"],
+              summary="give failed executions a new attempt budget: by ids, or every one matching filters")  # fmt: skip
+    async def redrive_many(body: schemas.RedriveRequest, who: Caller) -> Any:
+        which = FailedFilter(job_id=body.job, task=body.task, error=body.error, since=body.since, until=body.until)
+        if body.ids is not None:
+            if not which.empty:
+                raise ApiError(422, "validation", "give ids or filters (job, task, error, since, until), not both", field="ids")
+            return await redriving(lambda: dead_letters.redrive(body.ids or [], who.tenant, by=actor(who)))
+        if body.job is not None:
+            await jobs.get(body.job, who.tenant)
+        return await redriving(lambda: dead_letters.redrive_matching(who.tenant, which, by=actor(who)))
+
+    @api.post("/executions/{execution_id}/redrive", response_model=schemas.Redriven, tags=["dead letters"],
+              summary="give one failed execution a new attempt budget (same id)")  # fmt: skip
+    async def redrive_one(execution_id: UUID, who: Caller) -> Any:
+        return await redriving(lambda: dead_letters.redrive([execution_id], who.tenant, by=actor(who)))
+
     @api.get("/executions/{execution_id}", response_model=schemas.ExecutionDetail, tags=["executions"],
              summary="one execution with every attempt")  # fmt: skip
     async def get_execution(execution_id: UUID, who: Caller) -> Any:
@@ -214,7 +288,9 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
         if execution is None or execution.tenant != who.tenant:
             raise ApiError(404, "not_found", f"execution {execution_id} not found")
         attempts = await store.attempt_list(execution_id)
-        return {**execution_view(execution), "attempts": [attempt_view(a) for a in attempts]}
+        redrives = await store.redrive_list(execution_id) if execution.redrives else []
+        return {**execution_view(execution), "attempts": [attempt_view(a) for a in attempts],
+                "redrive_history": [redrive_view(r) for r in redrives]}  # fmt: skip
 
     @api.get("/overview", response_model=schemas.Overview, tags=["operator"],
              summary="fleet health and this tenant's recent runs")  # fmt: skip

@@ -67,6 +67,28 @@ class JobCreate(_Input):
     overlap: Overlap = Field("allow", description=OVERLAP_HELP)
 
 
+class PauseRequest(_Input):
+    note: StrictStr | None = Field(None, max_length=500, description="why the job is paused; shown until it is resumed")
+
+
+class BackfillRequest(_Input):
+    """The half-open range [from, to) of the job's schedule to create, in the past."""
+
+    from_: Instant = Field(..., alias="from", description="ISO 8601 instant with a UTC offset (inclusive)")
+    to: Instant = Field(..., description="ISO 8601 instant with a UTC offset (exclusive); not in the future")
+
+
+class RedriveRequest(_Input):
+    """Either `ids`, or at least one filter (the most recently failed first, up to jobs.redrive_max)."""
+
+    ids: list[UUID] | None = Field(None, min_length=1, description="failed executions to redrive")
+    job: UUID | None = Field(None, description="every failed execution of this job")
+    task: StrictStr | None = Field(None, max_length=200, description="of this task type")
+    error: StrictStr | None = Field(None, min_length=1, max_length=500, description="whose last error contains this (any case)")
+    since: Instant | None = Field(None, description="failed at or after (ISO 8601)")
+    until: Instant | None = Field(None, description="failed before (ISO 8601)")
+
+
 class ErrorDetail(BaseModel):
     code: str = Field(..., description="validation | limit_exceeded | unauthorized | not_found | conflict | bad_request | ...")
     message: str
@@ -83,6 +105,12 @@ class Retry(BaseModel):
     backoff_base_s: float
     backoff_factor: float
     backoff_max_s: float
+
+
+class Pause(BaseModel):
+    note: str | None
+    by: str | None = Field(None, description='"api:<tenant> (token <id prefix>)", or a name given to the CLI')
+    at: datetime | None
 
 
 class LastExecution(BaseModel):
@@ -119,6 +147,7 @@ class Job(BaseModel):
     timeout_s: float
     overlap: Overlap = Field(..., description=OVERLAP_HELP)
     state: Literal["enabled", "paused", "deleted"]
+    pause: Pause | None = Field(None, description="who paused the job and why (while it is paused)")
     created_at: datetime
     updated_at: datetime
     deleted_at: datetime | None
@@ -153,6 +182,8 @@ class Execution(BaseModel):
     finished_at: datetime | None
     last_error: str | None
     start_lag_s: float | None = Field(None, description="first start minus scheduled time")
+    origin: Literal["scheduled", "trigger", "backfill"] = Field("scheduled", description="what made this occurrence")
+    redrives: int = Field(0, description="times it was redriven after failing, each with a new attempt budget")
 
 
 class Attempt(BaseModel):
@@ -165,8 +196,37 @@ class Attempt(BaseModel):
     error: str | None
 
 
+class RedriveEntry(BaseModel):
+    fence: int = Field(..., description="the fence after the redrive: attempts with a higher fence belong to the new budget")
+    redriven_at: datetime
+    redriven_by: str
+    attempts_before: int = Field(..., description="attempts the spent budget had used")
+    error_before: str | None
+
+
 class ExecutionDetail(Execution):
     attempts: list[Attempt] = Field(..., description="every finished or abandoned attempt, oldest first")
+    redrive_history: list[RedriveEntry] = Field(default_factory=list, description="every redrive, oldest first")
+
+
+class FailedExecution(Execution):
+    task: str
+
+
+class FailedExecutionPage(BaseModel):
+    items: list[FailedExecution]
+    next_cursor: str | None = Field(None, description="pass as ?cursor= (with the same filters) for the next page; null on the last")
+
+
+class Backfilled(BaseModel):
+    created: list[Execution] = Field(..., description="executions created, oldest occurrence first")
+    already_backfilled: int = Field(..., description="occurrences of the range an earlier backfill had created (left as they are)")
+
+
+class Redriven(BaseModel):
+    redriven: list[UUID]
+    not_redriven: list[UUID] = Field(..., description="matched, but their job is paused or deleted, or another redrive took them")
+    more: bool = Field(False, description="more matched than jobs.redrive_max: send the same request again")
 
 
 NEXT_CURSOR = Field(None, description="pass as ?cursor= (with the same filters) for the next page; null on the last")

@@ -31,7 +31,10 @@ SELECT * FROM jobs WHERE id = $1 AND deleted_at IS NULL FOR UPDATE;
 
 -- name: job_set_enabled
 -- Pause or resume; resuming restarts the cursor at $3 (now), so a pause is never caught up.
+-- Pausing records the note ($4) and who paused ($5); resuming clears them.
 UPDATE jobs SET enabled = $2, materialised_to = CASE WHEN $2 THEN $3 ELSE materialised_to END,
+       paused_note = CASE WHEN $2 THEN NULL ELSE $4 END, paused_by = CASE WHEN $2 THEN NULL ELSE $5 END,
+       paused_at = CASE WHEN $2 THEN NULL ELSE clock_timestamp() END,
        updated_at = clock_timestamp()
 WHERE id = $1 AND deleted_at IS NULL
 RETURNING *;
@@ -63,16 +66,17 @@ SELECT min(materialised_to) AS horizon, clock_timestamp() AS now FROM jobs
 WHERE schedule_kind = 'cron' AND enabled AND deleted_at IS NULL;
 
 -- name: execution_insert_many
--- Record occurrences (ids, job, tenant, scheduled_for, due_at); those due inside the dispatch
--- horizon ($6 seconds) are queued at once. Duplicate slots are ignored, so materialising twice
--- (or on two replicas) never makes a second execution of one occurrence.
-INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enqueued_at)
+-- Record occurrences (ids, job, tenant, scheduled_for, due_at) of origin $7 (scheduled | trigger
+-- | backfill); those due inside the dispatch horizon ($6 seconds) are queued at once. Duplicate
+-- slots (job, instant, origin) are ignored, so materialising twice (or on two replicas) never
+-- makes a second execution of one occurrence, and a backfill never takes a scheduled run's slot.
+INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enqueued_at, origin)
 SELECT o.id, o.job_id, o.tenant, o.scheduled_for, o.due_at,
        CASE WHEN o.due_at <= clock_timestamp() + make_interval(secs => $6) THEN 'queued' ELSE 'pending' END,
-       CASE WHEN o.due_at <= clock_timestamp() + make_interval(secs => $6) THEN clock_timestamp() END
+       CASE WHEN o.due_at <= clock_timestamp() + make_interval(secs => $6) THEN clock_timestamp() END, $7
 FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[], $5::timestamptz[])
      AS o(id, job_id, tenant, scheduled_for, due_at)
-ON CONFLICT (job_id, scheduled_for) DO NOTHING
+ON CONFLICT (job_id, scheduled_for, origin) DO NOTHING
 RETURNING *;
 
 -- name: execution_cancel_for_job
@@ -93,10 +97,11 @@ RETURNING *;
 -- name: execution_missed
 -- Unstarted first attempts of cron jobs overdue by more than the grace ($1 seconds), grouped by
 -- job, oldest first, at most $2 (of the jobs in $3 only, when given): input to the misfire policy.
--- Rows already replayed late and manual triggers (reason set) are excluded.
+-- Rows already replayed late or redriven (reason set), manual triggers and backfills (late on
+-- purpose) are excluded.
 SELECT e.id, e.job_id, e.scheduled_for, j.misfire_policy, j.catch_up_limit
 FROM executions e JOIN jobs j ON j.id = e.job_id
-WHERE e.status IN ('pending', 'queued') AND e.attempt = 0 AND e.reason IS NULL
+WHERE e.status IN ('pending', 'queued') AND e.attempt = 0 AND e.reason IS NULL AND e.origin = 'scheduled'
   AND e.due_at < clock_timestamp() - make_interval(secs => $1) AND j.schedule_kind = 'cron'
   AND ($3::uuid[] IS NULL OR e.job_id = ANY($3))
 ORDER BY e.job_id, e.scheduled_for
@@ -436,10 +441,11 @@ SELECT migration_id FROM _yoyo_migration;
 -- limit, or an open circuit breaker. Queued again, due after their delay ($3 seconds), attempt not
 -- used up, no attempt recorded; reason $4 (task_limit | breaker_open) says why, and keeps a parked
 -- cron occurrence from being judged a misfire. A first attempt's start time is cleared: it never
--- started. [$5, $6) bounds scheduled_for.
+-- started (a redriven execution's attempt 1 is not its first: it keeps it). [$5, $6) bounds scheduled_for.
 UPDATE executions e SET status = 'queued', attempt = e.attempt - 1, reason = $4,
        due_at = clock_timestamp() + make_interval(secs => p.delay_s), enqueued_at = clock_timestamp(),
-       lease_until = NULL, first_started_at = CASE WHEN e.attempt = 1 THEN NULL ELSE e.first_started_at END
+       lease_until = NULL,
+       first_started_at = CASE WHEN e.attempt = 1 AND e.redrives = 0 THEN NULL ELSE e.first_started_at END
 FROM unnest($1::uuid[], $2::bigint[], $3::float8[]) AS p(id, fence, delay_s)
 WHERE e.id = p.id AND e.fence = p.fence AND e.status = 'running' AND e.scheduled_for >= $5 AND e.scheduled_for < $6
 RETURNING e.id, e.due_at, e.tenant;
@@ -614,3 +620,46 @@ SELECT * FROM executions WHERE scheduled_for >= $1 AND scheduled_for < $2 ORDER 
 -- name: partition_export_attempts
 -- One day's attempts for export before its partition is dropped.
 SELECT * FROM attempts WHERE scheduled_for >= $1 AND scheduled_for < $2 ORDER BY scheduled_for, execution_id, fence;
+
+-- name: execution_failed_page
+-- The dead-letter list: failed executions, most recently failed first, of tenant $1 (NULL: every
+-- tenant, for an operator), optionally of job $2 and task $3, whose last error contains $4
+-- (case-insensitive), failed in [$5, $6), strictly after the cursor ($7 finished_at, $8 id).
+SELECT e.*, j.task FROM executions e JOIN jobs j ON j.id = e.job_id
+WHERE e.status = 'failed' AND ($1::text IS NULL OR e.tenant = $1)
+  AND ($2::uuid IS NULL OR e.job_id = $2) AND ($3::text IS NULL OR j.task = $3)
+  AND ($4::text IS NULL OR strpos(lower(coalesce(e.last_error, '')), lower($4)) > 0)
+  AND e.finished_at >= $5 AND e.finished_at < $6
+  AND (e.finished_at, e.id) < ($7, $8)
+ORDER BY e.finished_at DESC, e.id DESC
+LIMIT $9;
+
+-- name: execution_redrive_many
+-- Give failed executions ($1, in order; of tenant $2 unless NULL; of jobs neither paused nor
+-- deleted) a new attempt budget: same id,
+-- attempt back to 0, fence raised, due one after another at $3 per second from now (queued when
+-- inside the dispatch horizon, $4 seconds). reason 'redrive' keeps a redriven cron occurrence from
+-- being judged a misfire. Each redrive is recorded in redrives by $5. Returns them for ZADD.
+WITH target AS (
+    SELECT e.id, e.attempt, e.last_error, row_number() OVER (ORDER BY t.n) - 1 AS n
+    FROM unnest($1::uuid[]) WITH ORDINALITY AS t(id, n) JOIN executions e ON e.id = t.id JOIN jobs j ON j.id = e.job_id
+    WHERE e.status = 'failed' AND ($2::text IS NULL OR e.tenant = $2) AND j.enabled
+), redriven AS (
+    UPDATE executions e SET
+        status = CASE WHEN t.n / $3 <= $4 THEN 'queued' ELSE 'pending' END,
+        enqueued_at = CASE WHEN t.n / $3 <= $4 THEN clock_timestamp() END,
+        due_at = clock_timestamp() + make_interval(secs => t.n / $3),
+        attempt = 0, fence = e.fence + 1, redrives = e.redrives + 1, reason = 'redrive',
+        finished_at = NULL, lease_until = NULL
+    FROM target t
+    WHERE e.id = t.id AND e.status = 'failed'
+    RETURNING e.id, e.fence, e.status, e.due_at, e.tenant, t.attempt AS attempts_before, t.last_error AS error_before
+), recorded AS (
+    INSERT INTO redrives (execution_id, fence, redriven_by, attempts_before, error_before)
+    SELECT id, fence, $5, attempts_before, error_before FROM redriven
+)
+SELECT id, status, due_at, tenant FROM redriven;
+
+-- name: redrive_list
+-- Every redrive of one execution, oldest first.
+SELECT * FROM redrives WHERE execution_id = $1 ORDER BY fence;

@@ -15,7 +15,8 @@ import asyncpg
 
 from schedulerd.core.ids import scheduled_for_bounds
 from schedulerd.models import (
-    Attempt, Claim, Enqueue, Execution, IdempotencyRecord, Job, LastExecution, Outcome, TenantStats,
+    Attempt, Claim, Enqueue, Execution, FailedExecution, IdempotencyRecord, Job, LastExecution, Outcome, Redrive,
+    TenantStats,
 )  # fmt: skip
 from schedulerd.store.sql import QUERIES
 
@@ -121,8 +122,11 @@ class Store:
         row = await self.db.fetchrow(QUERIES["job_lock"], job_id)
         return Job.from_row(row) if row else None
 
-    async def job_set_enabled(self, job_id: UUID, enabled: bool, cursor: datetime) -> Job | None:
-        row = await self.db.fetchrow(QUERIES["job_set_enabled"], job_id, enabled, cursor)
+    async def job_set_enabled(
+        self, job_id: UUID, enabled: bool, cursor: datetime, note: str | None = None, by: str | None = None
+    ) -> Job | None:
+        """Pause (with a note and who) or resume (clears them)."""
+        row = await self.db.fetchrow(QUERIES["job_set_enabled"], job_id, enabled, cursor, note, by)
         return Job.from_row(row) if row else None
 
     async def job_delete(self, job_id: UUID) -> Job | None:
@@ -145,12 +149,14 @@ class Store:
     # --- executions: writes on behalf of jobs ------------------------------------------------
 
     async def execution_insert_many(
-        self, occurrences: Sequence[tuple[UUID, UUID, str, datetime, datetime]], horizon_s: float
+        self, occurrences: Sequence[tuple[UUID, UUID, str, datetime, datetime]], horizon_s: float,
+        origin: str = "scheduled",
     ) -> list[Execution]:
-        """Insert (id, job_id, tenant, scheduled_for, due_at) rows, skipping taken slots; returns
-        the new rows (ZADD the queued ones after commit)."""
+        """Insert (id, job_id, tenant, scheduled_for, due_at) rows of one origin (scheduled |
+        trigger | backfill), skipping taken slots; returns the new rows (ZADD the queued ones
+        after commit)."""
         columns = list(zip(*occurrences)) if occurrences else [[], [], [], [], []]
-        rows = await self.db.fetch(QUERIES["execution_insert_many"], *columns, horizon_s)
+        rows = await self.db.fetch(QUERIES["execution_insert_many"], *columns, horizon_s, origin)
         return [Execution.from_row(r) for r in rows]
 
     async def execution_cancel_for_job(self, job_id: UUID, reason: str) -> int:
@@ -423,3 +429,30 @@ class Store:
 
     async def migration_applied(self) -> set[str]:
         return {r["migration_id"] for r in await self.db.fetch(QUERIES["migration_applied"])}
+
+    # --- dead letters: list and redrive failed executions ------------------------------------
+
+    async def execution_failed_page(
+        self, tenant: str | None, *, job_id: UUID | None = None, task: str | None = None, error: str | None = None,
+        since: datetime | None = None, until: datetime | None = None, after: tuple[datetime, UUID] | None = None,
+        limit: int = 50,
+    ) -> list[FailedExecution]:
+        """Failed executions, most recently failed first; tenant None means every tenant."""
+        lowest, highest = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
+        after = after or (highest, UUID(int=(1 << 128) - 1))
+        rows = await self.db.fetch(
+            QUERIES["execution_failed_page"], tenant, job_id, task, error, since or lowest, until or highest,
+            after[0], after[1], limit,
+        )  # fmt: skip
+        return [FailedExecution(Execution.from_row(r), r["task"]) for r in rows]
+
+    async def execution_redrive_many(
+        self, execution_ids: Sequence[UUID], tenant: str | None, *, per_s: float, horizon_s: float, by: str
+    ) -> list[tuple[Enqueue, str]]:
+        """Redrive the failed ones among these ids (in order, spread at per_s); returns each
+        (entry for ZADD, new status)."""
+        rows = await self.db.fetch(QUERIES["execution_redrive_many"], list(execution_ids), tenant, per_s, horizon_s, by)
+        return [(Enqueue(r["id"], r["due_at"], r["tenant"]), r["status"]) for r in rows]
+
+    async def redrive_list(self, execution_id: UUID) -> list[Redrive]:
+        return [Redrive.from_row(r) for r in await self.db.fetch(QUERIES["redrive_list"], execution_id)]

@@ -57,6 +57,23 @@ async def test_materialisers_racing_write_each_occurrence_once(jobs, store, queu
     assert await first.run_once() == (await first.run_once())  # nothing left to do: idempotent
 
 
+async def test_a_job_first_materialised_late_still_gets_the_occurrences_since_it_was_created(store, queue, config) -> None:
+    """A job whose cursor was never set (inserted by SQL, or the materialiser was busy) owes every
+    occurrence since its creation: written late, they are judged by its misfire policy, not dropped."""
+    job, _ = await Jobs(store, queue, config).create(JobSpec(task="noop", cron="* * * * *", misfire_policy="catch_up"))
+    await store.db.execute("DELETE FROM executions")
+    await store.db.execute(
+        "UPDATE jobs SET materialised_to = NULL, created_at = date_trunc('minute', now()) - interval '4 minutes 30 seconds'"
+    )
+
+    await materialiser(store, queue, config).run_once()
+
+    owed = await store.db.fetchval(
+        "SELECT count(*) FROM executions WHERE job_id = $1 AND scheduled_for <= now()", job.id
+    )
+    assert owed >= 4  # the minutes since creation, none silently skipped
+
+
 async def test_each_misfire_policy_after_the_materialiser_was_down(jobs, store, queue, config) -> None:
     made = {}
     for policy in ("skip", "run_once", "catch_up"):

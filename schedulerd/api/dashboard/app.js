@@ -1,6 +1,6 @@
 // schedulerd dashboard: a static page that reads the JSON API with the bearer token kept in
 // sessionStorage (gone when the tab closes). Hash routes: #/jobs, #/jobs/ID, #/executions/ID,
-// #/overview. Re-renders the current view every REFRESH_MS. Times: the job's zone, then UTC.
+// #/failed (dead letters), #/overview. Re-renders the current view every REFRESH_MS. Times: the job's zone, then UTC.
 "use strict";
 
 const REFRESH_MS = 3000;
@@ -30,6 +30,9 @@ function when(iso, zone) {
 
 const seconds = (s) => (s == null ? "–" : s < 1 ? `${(s * 1000).toFixed(0)} ms` : `${s.toFixed(2)} s`);
 const badge = (status) => `<span class="status ${esc(status)}">${esc(status)}</span>`;
+// A backfilled or triggered run says so; scheduled runs (the usual) show nothing.
+const origin = (e) => (e.origin && e.origin !== "scheduled" ? ` <span class="origin">${esc(e.origin)}</span>` : "");
+const pauseText = (pause) => (pause ? `${pause.note ? `“${pause.note}”` : "no note"} — ${pause.by || "?"}` : "");
 
 class Unauthorized extends Error {}
 
@@ -65,7 +68,8 @@ async function jobsView() {
       ? `${badge(job.last_execution.status)} ${when(job.last_execution.scheduled_for, job.timezone)}` : "–";
     return `<tr class="link job" data-id="${esc(job.id)}" onclick="location.hash='#/jobs/${esc(job.id)}'">
       <td>${esc(job.name || job.id.slice(0, 8))}</td><td>${esc(job.task)}</td><td>${schedule}</td>
-      <td>${esc(job.timezone)}</td><td>${esc(job.state)}${overrunFlag(job)}</td><td>${next}</td><td>${last}</td></tr>`;
+      <td>${esc(job.timezone)}</td><td>${esc(job.state)}${job.pause ? `<span class="note">${esc(pauseText(job.pause))}</span>` : ""}${overrunFlag(job)}</td>
+      <td>${next}</td><td>${last}</td></tr>`;
   });
   return `<h1>Jobs</h1><table id="jobs"><thead><tr><th>Name</th><th>Task</th><th>Schedule</th><th>Zone</th>
     <th>State</th><th>Next runs</th><th>Last outcome</th></tr></thead><tbody>${rows.join("") ||
@@ -77,7 +81,7 @@ async function jobView(id) {
   zones[job.id] = job.timezone;
   const page = await api("GET", `/v1/executions?job=${encodeURIComponent(id)}&limit=50`);
   const rows = page.items.map((e) => `<tr class="link execution" data-id="${esc(e.id)}" data-status="${esc(e.status)}"
-      onclick="location.hash='#/executions/${esc(e.id)}'"><td>${badge(e.status)}</td>
+      onclick="location.hash='#/executions/${esc(e.id)}'"><td>${badge(e.status)}${origin(e)}</td>
       <td>${when(e.scheduled_for, job.timezone)}</td><td>${when(e.first_started_at, job.timezone)}</td>
       <td>${seconds(e.start_lag_s)}</td><td>${esc(e.attempt)}</td><td>${esc(e.worker || "")}</td>
       <td class="error">${esc((e.last_error || e.reason || "").split("\n").slice(-1)[0])}</td></tr>`);
@@ -89,7 +93,8 @@ async function jobView(id) {
   return `<h1>Job ${esc(job.name || job.id)}</h1>
     <dl><dt>id</dt><dd>${esc(job.id)}</dd><dt>task</dt><dd>${esc(job.task)}</dd>
     <dt>schedule</dt><dd>${job.cron ? `<code>${esc(job.cron)}</code> in ${esc(job.timezone)}` : esc(job.schedule_kind)}</dd>
-    <dt>state</dt><dd>${esc(job.state)}</dd><dt>params</dt><dd><code>${esc(JSON.stringify(job.params))}</code></dd>
+    <dt>state</dt><dd id="job-state">${esc(job.state)}${job.pause ? ` since ${when(job.pause.at, "UTC")}
+      <span class="note">${esc(pauseText(job.pause))}</span>` : ""}</dd><dt>params</dt><dd><code>${esc(JSON.stringify(job.params))}</code></dd>
     <dt>overlap</dt><dd id="job-overlap-policy">${esc(job.overlap)}</dd>
     ${job.overrun ? `<dt>run time</dt><dd id="job-overrun" class="${job.overrun.warning ? "error" : ""}">${overrunText(job.overrun)}</dd>` : ""}
     <dt>next runs</dt><dd>${job.next_runs.map((t) => when(t, job.timezone)).join("") || "–"}</dd></dl>
@@ -117,15 +122,39 @@ async function executionView(id) {
   const attempts = e.attempts.map((a) => `<tr class="attempt"><td>${esc(a.attempt)}</td><td>${badge(a.outcome)}</td>
     <td>${when(a.started_at, zone)}</td><td>${when(a.finished_at, zone)}</td><td>${seconds(a.duration_s)}</td>
     <td>${esc(a.worker || "")}</td><td>${a.error ? `<pre class="error">${esc(a.error)}</pre>` : ""}</td></tr>`);
+  const redrives = (e.redrive_history || []).map((r) => `<tr class="redrive"><td>${when(r.redriven_at, zone)}</td>
+    <td>${esc(r.redriven_by)}</td><td>${esc(r.attempts_before)}</td><td class="error">${esc(r.error_before || "")}</td></tr>`);
   return `<h1>Execution ${esc(e.id)}</h1>
     <dl><dt>job</dt><dd><a href="#/jobs/${esc(e.job_id)}">${esc(e.job_id)}</a></dd>
     <dt>status</dt><dd id="execution-status">${badge(e.status)} ${esc(e.reason || "")}</dd>
     <dt>scheduled for</dt><dd>${when(e.scheduled_for, zone)}</dd><dt>first started</dt><dd>${when(e.first_started_at, zone)}</dd>
     <dt>start lag</dt><dd>${seconds(e.start_lag_s)}</dd><dt>finished</dt><dd>${when(e.finished_at, zone)}</dd>
-    <dt>attempts</dt><dd>${esc(e.attempt)}</dd></dl>
+    <dt>attempts</dt><dd>${esc(e.attempt)}</dd><dt>origin</dt><dd>${esc(e.origin)}</dd>
+    <dt>redrives</dt><dd>${esc(e.redrives)}</dd></dl>
+    ${e.status === "failed" ? `<p id="execution-actions" data-id="${esc(e.id)}"><button data-action="redrive">Redrive</button></p>` : ""}
+    ${redrives.length ? `<h2>Redrives</h2><table id="redrives"><thead><tr><th>When</th><th>By</th><th>Attempts before</th>
+    <th>Error before</th></tr></thead><tbody>${redrives.join("")}</tbody></table>` : ""}
     <h2>Attempts</h2><table id="attempts"><thead><tr><th>#</th><th>Outcome</th><th>Started</th><th>Ended</th>
     <th>Duration</th><th>Worker</th><th>Error</th></tr></thead>
     <tbody>${attempts.join("") || '<tr><td colspan="7">No finished attempt yet.</td></tr>'}</tbody></table>`;
+}
+
+// Dead letters: this tenant's failed executions, filtered by task and error text (#/failed?task=..&error=..).
+async function failedView(query) {
+  const filters = new URLSearchParams(query || "");
+  const params = new URLSearchParams({ limit: "100" });
+  for (const key of ["task", "error", "job"]) if (filters.get(key)) params.set(key, filters.get(key));
+  const page = await api("GET", `/v1/executions/failed?${params}`);
+  const rows = page.items.map((e) => `<tr class="failed" data-id="${esc(e.id)}"><td><a href="#/executions/${esc(e.id)}">${esc(e.id.slice(0, 8))}</a>${origin(e)}</td>
+    <td>${esc(e.task)}</td><td>${when(e.scheduled_for, zones[e.job_id])}</td><td>${when(e.finished_at, zones[e.job_id])}</td>
+    <td>${esc(e.attempt)}</td><td>${esc(e.redrives)}</td><td class="error">${esc((e.last_error || "").split("\n").slice(-1)[0])}</td>
+    <td><button data-action="redrive" data-id="${esc(e.id)}">Redrive</button></td></tr>`);
+  return `<h1>Failed executions</h1>
+    <form id="failed-filter"><input name="task" placeholder="task" value="${esc(filters.get("task") || "")}">
+    <input name="error" placeholder="error contains" value="${esc(filters.get("error") || "")}"><button>Filter</button></form>
+    <table id="failed"><thead><tr><th>Execution</th><th>Task</th><th>Scheduled</th><th>Failed</th><th>Attempts</th>
+    <th>Redrives</th><th>Last error</th><th></th></tr></thead>
+    <tbody>${rows.join("") || '<tr><td colspan="8">No failed executions.</td></tr>'}</tbody></table>`;
 }
 
 async function overviewView() {
@@ -144,10 +173,12 @@ async function overviewView() {
 
 async function render() {
   if (!sessionStorage.getItem(TOKEN_KEY)) return showLogin();
-  const [, kind, id] = (location.hash || "#/jobs").split("/");
+  const [route, query] = (location.hash || "#/jobs").split("?");
+  const [, kind, id] = route.split("/");
+  if (kind === "failed" && document.activeElement?.closest?.("#failed-filter")) return; // do not wipe a filter being typed
   try {
     const html = kind === "jobs" && id ? await jobView(id) : kind === "executions" && id ? await executionView(id)
-      : kind === "overview" ? await overviewView() : await jobsView();
+      : kind === "overview" ? await overviewView() : kind === "failed" ? await failedView(query) : await jobsView();
     $("view").innerHTML = html;
     $("new-job").hidden = !(kind === "jobs" && !id);
     $("refreshed").textContent = `refreshed ${formatIn(new Date().toISOString(), "UTC")}`;
@@ -208,13 +239,37 @@ $("job-form").addEventListener("submit", async (event) => {
   }
 });
 
+$("view").addEventListener("submit", (event) => {
+  if (event.target.id !== "failed-filter") return;
+  event.preventDefault();
+  const filters = new URLSearchParams();
+  for (const [key, value] of new FormData(event.target)) if (value) filters.set(key, value);
+  document.activeElement?.blur();
+  location.hash = `#/failed?${filters}`;
+});
+
 $("view").addEventListener("click", async (event) => {
   const action = event.target.dataset?.action;
   if (!action) return;
+  if (action === "redrive") {
+    const execution = event.target.dataset.id || $("execution-actions").dataset.id;
+    try {
+      await api("POST", `/v1/executions/${execution}/redrive`);
+    } catch (error) {
+      alert(error.message);
+    }
+    return render();
+  }
   const id = $("job-actions").dataset.id;
   if (action === "delete" && !confirm("Delete this job? Its history stays.")) return;
+  let body;
+  if (action === "pause") {
+    const note = prompt("Why pause this job? (the note is shown until it is resumed)", "");
+    if (note === null) return;
+    body = note ? { note } : undefined;
+  }
   try {
-    await api(action === "delete" ? "DELETE" : "POST", action === "delete" ? `/v1/jobs/${id}` : `/v1/jobs/${id}/${action}`);
+    await api(action === "delete" ? "DELETE" : "POST", action === "delete" ? `/v1/jobs/${id}` : `/v1/jobs/${id}/${action}`, body);
   } catch (error) {
     alert(error.message);
   }

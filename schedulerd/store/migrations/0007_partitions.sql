@@ -100,10 +100,12 @@ BEGIN
 END
 $$;
 
-SELECT schedulerd_ensure_partition(day) FROM (
-    SELECT DISTINCT (scheduled_for AT TIME ZONE 'UTC')::date AS day FROM executions_unpartitioned
-    UNION SELECT (now() AT TIME ZONE 'UTC')::date + n FROM generate_series(0, 3) n
-) days ORDER BY day;
+DO $$ BEGIN  -- PERFORM, not SELECT: yoyo would print the result set
+    PERFORM schedulerd_ensure_partition(day) FROM (
+        SELECT DISTINCT (scheduled_for AT TIME ZONE 'UTC')::date AS day FROM executions_unpartitioned
+        UNION SELECT (now() AT TIME ZONE 'UTC')::date + n FROM generate_series(0, 3) n
+    ) days ORDER BY day;
+END $$;
 
 INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, attempt, fence, lease_until, worker,
                         enqueued_at, first_started_at, started_at, finished_at, last_error, created_at, reason)
