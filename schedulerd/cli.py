@@ -55,6 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     create.add_argument("--catch-up-limit", type=int, default=10, help="most missed runs replayed by catch_up")
     create.add_argument("--window", help="smear each run by a stable offset within this window, e.g. 5m")
     _dst_arguments(create)
+    create.add_argument("--overlap", default="allow", choices=["allow", "skip", "buffer_one", "cancel_other"],
+                        help="an occurrence due while the previous one still runs: start anyway (allow), skip it, "
+                             "start it when that one ends (buffer_one, at most one waits), or stop that one first")
     create.add_argument("--tenant", default="default")
     create.add_argument("--name")
     create.add_argument("--max-attempts", type=int)
@@ -210,7 +213,7 @@ def _job_spec(args: argparse.Namespace) -> Any:
         task=args.task, tenant=args.tenant, params=params, run_at=run_at, cron=args.cron, timezone=args.tz,
         misfire_policy=args.misfire, catch_up_limit=args.catch_up_limit,
         window_s=_parse("--window", parse_duration_s, args.window) if args.window else 0.0,
-        name=args.name, max_attempts=args.max_attempts,
+        name=args.name, max_attempts=args.max_attempts, overlap=args.overlap,
         timeout_s=_parse("--timeout", parse_duration_s, args.timeout) if args.timeout else None,
         dst_repeated=args.dst_repeated, dst_missing=args.dst_missing,
     )  # fmt: skip
@@ -274,9 +277,9 @@ async def _job_list(args: argparse.Namespace, config: Config) -> None:
     if args.json:
         print(json.dumps([_jsonable(j) for j in listed]))
         return
-    header = ("ID", "TENANT", "TASK", "SCHEDULE", "ZONE", "STATE", "CREATED")
+    header = ("ID", "TENANT", "TASK", "SCHEDULE", "ZONE", "OVERLAP", "STATE", "CREATED")
     rows = [
-        (str(j.id), j.tenant, j.task, j.cron or (_time(j.run_at) if j.run_at else "-"), j.timezone,
+        (str(j.id), j.tenant, j.task, j.cron or (_time(j.run_at) if j.run_at else "-"), j.timezone, j.overlap,
          "deleted" if j.deleted_at else "enabled" if j.enabled else "paused", _time(j.created_at))
         for j in listed
     ]  # fmt: skip
@@ -290,14 +293,30 @@ def _print_job(job: Any, as_json: bool, **extra: Any) -> None:
     for key, value in asdict(job).items():
         print(f"{key:16} {_time(value) if isinstance(value, datetime) else value}")
     for key, value in extra.items():
-        print(f"{key:16} {value}")
+        if key == "overrun" and value:
+            verdict = "WARNING: runs near their interval, they will soon overlap" if value["warning"] else "ok"
+            value = (f"{verdict} (p95 {value['p95_s']:g} s of {value['interval_s']:g} s interval = "
+                     f"{value['ratio']:.0%}, warn at {value['fraction']:.0%}; {value['samples']} recent attempts)")
+        print(f"{key:16} {value if value is not None else '-'}")
+
+
+def _overrun_view(judged: Any, config: Config) -> dict[str, Any] | None:
+    """The overrun figures of `job show` (None: no finished runs to judge yet)."""
+    if judged is None:
+        return None
+    return {"warning": judged.warning, "p95_s": round(judged.p95_s, 3), "interval_s": judged.interval_s,
+            "ratio": round(judged.ratio, 3), "fraction": config.jobs.overrun_fraction, "samples": judged.samples}  # fmt: skip
 
 
 async def _job_action(args: argparse.Namespace, config: Config) -> None:
     job_id = _uuid(args.id, "id")
     async with _Session(config) as jobs:
         if args.job_command == "show":
-            _print_job(await jobs.get(job_id), args.json)
+            from schedulerd.overrun import overruns
+
+            job = await jobs.get(job_id)
+            judged = (await overruns(jobs.store, [job], config.jobs, await jobs.store.clock_now())).get(job.id)
+            _print_job(job, args.json, overrun=_overrun_view(judged, config) if job.cron else None)
         elif args.job_command == "pause":
             job, cancelled = await jobs.pause(job_id, note=args.note, by=args.by or _cli_actor())
             _print_job(job, args.json, cancelled_executions=cancelled)

@@ -110,6 +110,8 @@ class JobsConfig:
     backoff_max_s: float = 3600.0
     timeout_s: float = 300.0
     max_params_bytes: int = 65536
+    overrun_fraction: float = 0.8  # warn when a cron job's recent p95 duration reaches this fraction of its interval
+    overrun_samples: int = 20  # recent attempts the p95 is taken over (at least 3)
     backfill_max_occurrences: int = 1000  # most occurrences one backfill may create; a range holding more is refused
     backfill_per_s: float = 10.0  # backfilled runs fall due this many per second (spread from now, not all at once)
     redrive_max: int = 1000  # most failed executions one redrive request takes (a bulk redrive takes the newest)
@@ -211,6 +213,9 @@ class Config:
             raise ConfigError(f"materialiser.tz_batch_size must be at least 1, got {self.materialiser.tz_batch_size}")
         if self.jobs.max_attempts < 1:
             raise ConfigError(f"jobs.max_attempts must be at least 1, got {self.jobs.max_attempts}")
+        if not 0 < self.jobs.overrun_fraction <= 10 or not 3 <= self.jobs.overrun_samples <= 1000:
+            raise ConfigError(f"jobs.overrun_fraction must be above 0 and at most 10, and jobs.overrun_samples between "
+                              f"3 and 1000, got {self.jobs.overrun_fraction} and {self.jobs.overrun_samples}")
         for key in ("backfill_max_occurrences", "redrive_max"):
             if getattr(self.jobs, key) < 1:
                 raise ConfigError(f"jobs.{key} must be at least 1, got {getattr(self.jobs, key)}")

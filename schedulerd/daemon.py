@@ -98,6 +98,7 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
             store, queue, config.worker, worker_id,
             horizon_s=config.dispatcher.horizon_s, on_epoch_lost=sweeper.request_reconcile,
             breaker_config=config.breaker, late_grace_s=config.materialiser.misfire_grace_s, late_config=config.late,
+            jobs_config=config.jobs,
         )  # fmt: skip
     if config.api.enabled:  # the HTTP API and dashboard, on this same event loop
         from schedulerd.api import create_app

@@ -27,6 +27,7 @@ from schedulerd.core.backfill import check_range, plan_backfill
 from schedulerd.core.ids import execution_id
 from schedulerd.core.late import LateReason
 from schedulerd.core.misfire import MisfirePolicy
+from schedulerd.core.overlap import OverlapPolicy
 from schedulerd.core.schedule import DST_MISSING, DST_REPEATED, CronSchedule, Run, ScheduleError, smear_offset_s
 from schedulerd.errors import NotFoundError, ValidationError
 from schedulerd.materialiser import materialise_jobs
@@ -68,6 +69,7 @@ class JobSpec:
     backoff_max_s: float | None = None
     dst_repeated: str | None = None  # cron jobs: first | both; None = the DST rule (README)
     dst_missing: str | None = None  # cron jobs: shift | skip; None = the DST rule
+    overlap: str = "allow"  # an occurrence due while the previous one runs: allow | skip | buffer_one | cancel_other
 
 
 def _check_text(text: str, field: str) -> None:
@@ -151,6 +153,8 @@ def validate(spec: JobSpec, config: Config, now: datetime) -> dict[str, Any]:
     timeout_s = defaults.timeout_s if spec.timeout_s is None else spec.timeout_s
     if not 0 < timeout_s <= 7 * 86400:
         raise ValidationError("timeout_s", f"must be above 0 and at most 7 days, got {timeout_s}")
+    if spec.overlap not in set(OverlapPolicy):
+        raise ValidationError("overlap", f"must be one of allow, skip, buffer_one, cancel_other, got {spec.overlap!r}")
     if spec.name is not None and len(spec.name) > 200:
         raise ValidationError("name", "is longer than 200 characters")
     if spec.name is not None:
@@ -172,6 +176,7 @@ def validate(spec: JobSpec, config: Config, now: datetime) -> dict[str, Any]:
         "backoff_factor": backoff["backoff_factor"][0], "backoff_max_s": backoff["backoff_max_s"][0], "timeout_s": timeout_s,
         "dst_repeated": spec.dst_repeated, "dst_missing": spec.dst_missing,
         "tzdata_version": tzdb.installed_version() if cron else None,
+        "overlap": spec.overlap,
     }  # fmt: skip
 
 

@@ -72,6 +72,18 @@ BREAKER_TRANSITIONS = Counter(
     "schedulerd_breaker_transitions_total", "Circuit breaker state changes this replica caused, by new state", ["task", "host", "state"]
 )
 
+# Schedules beyond the basics (issue 9).
+OVERLAP_DECISIONS = Counter(
+    "schedulerd_overlap_decisions_total",
+    "Occurrences of guarded jobs judged at claim time, by overlap policy and decision "
+    "(started, skipped, waiting, released, cancel_requested)",
+    ["policy", "decision"],
+)
+OVERRUN_WARNINGS = Counter(
+    "schedulerd_overrun_warnings_total",
+    "Cron jobs found with a recent p95 duration above [jobs].overrun_fraction of their interval, by task",
+    ["task"],
+)
 # Backfill and dead-letter redrive (counted by the process that served the request: the API's
 # replica, or a CLI run, which has no /metrics).
 BACKFILLED = Counter("schedulerd_backfilled_occurrences_total", "Executions created by backfills")

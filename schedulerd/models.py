@@ -19,8 +19,8 @@ class ExecutionStatus(enum.StrEnum):
     RUNNING = "running"  # claimed: a worker holds the lease
     SUCCEEDED = "succeeded"
     FAILED = "failed"  # attempts spent
-    SKIPPED = "skipped"  # a misfire policy chose not to run it
-    CANCELLED = "cancelled"  # its job was paused or deleted
+    SKIPPED = "skipped"  # a misfire or overlap policy chose not to run it
+    CANCELLED = "cancelled"  # its job was paused or deleted, or a newer occurrence replaced it (cancel_other)
 
 
 class AttemptOutcome(enum.StrEnum):
@@ -29,6 +29,7 @@ class AttemptOutcome(enum.StrEnum):
     TIMED_OUT = "timed_out"  # the handler outlived its timeout
     LEASE_EXPIRED = "lease_expired"  # the worker stopped heartbeating (died or froze)
     HANDED_BACK = "handed_back"  # the worker shut down gracefully; the attempt was not counted
+    CANCELLED = "cancelled"  # stopped on request: a newer occurrence replaced it (overlap cancel_other)
 
 
 class _Row:
@@ -62,6 +63,7 @@ class Job(_Row):
     backoff_factor: float
     backoff_max_s: float
     timeout_s: float
+    overlap: str  # allow | skip | buffer_one | cancel_other (core/overlap.py)
     enabled: bool
     materialised_to: datetime | None
     created_at: datetime
@@ -97,6 +99,7 @@ class Execution(_Row):
     origin: str  # scheduled | trigger | backfill: what made this occurrence
     redrives: int  # times it was redriven after failing (each gave it a new attempt budget)
     late_reason: str | None  # why it did not start within its grace (core/late.py LateReason), if it did not
+    cancel_requested_at: datetime | None  # overlap cancel_other asked the running attempt to stop
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,7 @@ class Claim(_Row):
     backoff_base_s: float
     backoff_factor: float
     backoff_max_s: float
+    overlap: str  # the job's overlap policy: anything but allow releases a waiting occurrence at finish
 
 
 @dataclass(frozen=True)
@@ -171,6 +175,8 @@ class Outcome:
     detail: str | None = None  # e.g. the http task's response status and body excerpt (JSON)
     params: dict[str, Any] | None = None  # the job's params (names the circuit breaker for http)
     breaker_counts: bool = False  # counts toward its circuit breaker (permanent errors do not)
+    job_id: UUID | None = None
+    guarded: bool = False  # its job has an overlap policy: finishing may release a waiting occurrence
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from uuid import UUID
 
 import structlog
 
-from schedulerd import metrics
+from schedulerd import metrics, overlap
 from schedulerd.config import SweeperConfig
 from schedulerd.loops import every
 from schedulerd.models import Enqueue, ExecutionStatus
@@ -32,6 +32,7 @@ class SweepResult:
     failed: int = 0  # expired leases whose attempts were spent
     re_enqueued: int = 0  # queued executions found missing from Redis
     reconciled: int = 0  # entries re-added by a full reconcile after Redis lost its data
+    released: int = 0  # waiting occurrences (overlap buffer_one, cancel_other) whose job is free again
 
 
 class Sweeper:
@@ -63,11 +64,15 @@ class Sweeper:
                 )  # fmt: skip
                 if row["status"] == ExecutionStatus.QUEUED:
                     requeue.append(Enqueue(row["id"], row["due_at"], row["tenant"]))
-                else:
-                    failed += 1
+                elif row["status"] == ExecutionStatus.FAILED:
+                    failed += 1  # (the rest: cancelled, an overlap policy had asked them to stop)
             if len(handed_back) < self.config.batch_size:
                 break
         reclaimed = len(requeue)
+        # Waiting occurrences of guarded jobs whose running execution stopped without releasing
+        # them: reclaimed just now, parked, handed back, or its worker died after the finish.
+        released = await overlap.release(self.store, await self.store.job_overlap_stalled(self.config.batch_size))
+        requeue += released
         metrics.LEASE_RECLAIMS.labels("requeued").inc(reclaimed)
         metrics.LEASE_RECLAIMS.labels("failed").inc(failed)
         try:
@@ -75,7 +80,7 @@ class Sweeper:
         except UNREACHABLE as exc:
             log.warning("sweeper.redis_unreachable", error=f"{type(exc).__name__}: {exc}")
             reconciled = re_enqueued = 0
-        result = SweepResult(reclaimed, failed, re_enqueued, reconciled)
+        result = SweepResult(reclaimed, failed, re_enqueued, reconciled, len(released))
         metrics.QUEUE_REPAIRS.labels("missing").inc(re_enqueued)
         metrics.QUEUE_REPAIRS.labels("reconcile").inc(reconciled)
         if result != SweepResult():

@@ -24,14 +24,15 @@ from uuid import UUID
 
 import structlog
 
-from schedulerd import faults, health, metrics, registry
-from schedulerd.config import BreakerConfig, LateConfig, WorkerConfig
+from schedulerd import faults, health, metrics, overlap, registry
+from schedulerd.config import BreakerConfig, JobsConfig, LateConfig, WorkerConfig
 from schedulerd.core import breaker, late
 from schedulerd.core.backoff import after_failure
 from schedulerd.core.limits import admit
 from schedulerd.errors import ValidationError
 from schedulerd.loops import TRANSIENT_ERRORS, retrying
 from schedulerd.models import AttemptOutcome, Claim, Enqueue, ExecutionStatus, Outcome
+from schedulerd.overrun import OverrunWatch
 from schedulerd.queue import UNREACHABLE, Breakers, DelayQueue, Pop
 from schedulerd.store import Store
 
@@ -59,7 +60,8 @@ def describe_detail(value: Any) -> str | None:
 class _Running:
     claim: Claim
     task: asyncio.Task[None] | None = None
-    stopped: str | None = None  # "lease_lost" or "handed_back": cancelled on purpose, outcome already written
+    stopped: str | None = None  # "lease_lost" or "handed_back": cancelled on purpose, outcome already written;
+    # "cancelled": an overlap policy (cancel_other) asked it to stop, the outcome is still to write
 
 
 @dataclass
@@ -88,11 +90,13 @@ class Worker:
         breaker_config: BreakerConfig | None = None,
         late_grace_s: float = 60.0,
         late_config: LateConfig | None = None,
+        jobs_config: JobsConfig | None = None,
     ) -> None:
         self.store = store
         # A first attempt starting this long after its due time is late ([materialiser].misfire_grace_s).
         self.late_grace = timedelta(seconds=late_grace_s)
         self.late_config = late_config or LateConfig()
+        self.overrun = OverrunWatch(store, jobs_config or JobsConfig())
         self.breaker_config = breaker_config or BreakerConfig()
         self.breakers = Breakers(queue.client, queue.prefix)
         self._breaker_states: dict[str, breaker.BreakerState] = {}  # tripped or failing, as of the last pop
@@ -124,7 +128,7 @@ class Worker:
             return 0
         limit = min(free, self.config.batch_size)
         if self.redis_down_since is not None and time.monotonic() < self._next_redis_probe:
-            return await self._admit(await self.store.execution_claim_due(limit, self.config.lease_s, self.worker_id))
+            return await self._admit(await self._claim_due(limit))
         try:
             pop = await self.queue.pop_due(limit)
         except UNREACHABLE as exc:
@@ -135,7 +139,7 @@ class Worker:
                 log.warning("worker.redis_unreachable", error=f"{type(exc).__name__}: {exc}", fallback="postgres")
             self._next_redis_probe = time.monotonic() + self.config.redis_probe_s
             self.stats.last_pop = None
-            return await self._admit(await self.store.execution_claim_due(limit, self.config.lease_s, self.worker_id))
+            return await self._admit(await self._claim_due(limit))
         if self.redis_down_since is not None:
             log.info("worker.redis_back", outage_s=round(time.monotonic() - self.redis_down_since, 3))
             self.redis_down_since = None
@@ -156,16 +160,36 @@ class Worker:
             claims = await self.store.execution_claim_many(pop.execution_ids, self.config.lease_s, self.worker_id)
         except BaseException:
             # The ids left Redis but nobody owns them: put them back rather than wait for the sweeper.
-            now = datetime.fromtimestamp(pop.now_ms / 1000, UTC)
-            with contextlib.suppress(Exception):
-                await self.queue.add(
-                    [Enqueue(UUID(i), now, t) for i, t in zip(pop.execution_ids, pop.tenants)], only_new=True
-                )
+            await self._give_back(pop, pop.execution_ids)
             raise
-        self.stats.dropped += len(pop.execution_ids) - len(claims)
-        metrics.CLAIM_CONFLICTS.inc(len(pop.execution_ids) - len(claims))
+        settled = 0
+        if len(claims) < len(pop.execution_ids):
+            # Rare but for guarded jobs (overlap policy other than allow), which that statement
+            # leaves to the claim under their job's lock; other misses are someone else's claims.
+            claimed = {str(c.id) for c in claims}
+            missed = [i for i in pop.execution_ids if i not in claimed]
+            try:
+                judged = await overlap.claim_guarded(self.store, missed, self.config.lease_s, self.worker_id)
+                claims, settled = claims + judged.claims, judged.settled
+            except TRANSIENT_ERRORS as exc:  # run what was claimed; the rest go back to the queue
+                log.warning("worker.guarded_claim_failed", count=len(missed), error=str(exc))
+                await self._give_back(pop, missed)
+        self.stats.dropped += len(pop.execution_ids) - len(claims) - settled
+        metrics.CLAIM_CONFLICTS.inc(len(pop.execution_ids) - len(claims) - settled)
         faults.hit("after_claim")  # fault suite only: claimed rows whose handlers never start
         return await self._admit(claims)
+
+    async def _give_back(self, pop: Pop, execution_ids: list[str]) -> None:
+        """Put popped ids nobody claimed back in Redis (due at the pop's instant), best effort."""
+        now = datetime.fromtimestamp(pop.now_ms / 1000, UTC)
+        tenants = dict(zip(pop.execution_ids, pop.tenants))
+        with contextlib.suppress(Exception):
+            await self.queue.add([Enqueue(UUID(i), now, tenants[i]) for i in execution_ids], only_new=True)
+
+    async def _claim_due(self, limit: int) -> list[Claim]:
+        """The fallback while Redis is unreachable: claim due rows straight from Postgres."""
+        claims, guarded = await self.store.execution_claim_due(limit, self.config.lease_s, self.worker_id)
+        return claims + (await overlap.claim_guarded(self.store, guarded, self.config.lease_s, self.worker_id)).claims
 
     def _main_running(self) -> int:
         return len(self.running) - self._slow_running
@@ -322,6 +346,7 @@ class Worker:
         outcome, error, detail = AttemptOutcome.SUCCEEDED, None, None
         permanent, retry_after_s = False, None
         deadline: asyncio.Timeout | None = None
+        began = time.monotonic()
         try:
             task = registry.get(claim.task)
             async with asyncio.timeout(claim.timeout_s) as deadline:
@@ -334,10 +359,15 @@ class Worker:
                     result = await asyncio.get_running_loop().run_in_executor(self._threads, call)
             detail = describe_detail(result)
         except asyncio.CancelledError:
-            if running.stopped is not None:
+            if running.stopped == "cancelled":
+                outcome, error = AttemptOutcome.CANCELLED, (
+                    "cancelled: a newer occurrence of the job came due while this one ran (overlap policy cancel_other)"
+                )
+            elif running.stopped is not None:
                 ctx.log.warning(f"worker.{running.stopped}")  # the attempt is recorded elsewhere
                 return
-            raise
+            else:
+                raise
         except TimeoutError as exc:
             if deadline is not None and deadline.expired():
                 outcome, error = AttemptOutcome.TIMED_OUT, f"timed out after {claim.timeout_s:g} s"
@@ -360,7 +390,10 @@ class Worker:
             metrics.IN_FLIGHT.set(len(self.running))
             self._slot_free.set()
         self._record(claim, outcome, error, detail=detail, permanent=permanent, retry_after_s=retry_after_s)
-        if outcome is not AttemptOutcome.SUCCEEDED:  # a line per success is too many at 10,000/s
+        self.overrun.attempt_finished(claim.job_id, time.monotonic() - began)
+        if outcome is AttemptOutcome.CANCELLED:
+            ctx.log.warning("worker.attempt_cancelled", reason="overlap")
+        elif outcome is not AttemptOutcome.SUCCEEDED:  # a line per success is too many at 10,000/s
             ctx.log.warning("worker.attempt_failed", outcome=str(outcome), error=(error or "").splitlines()[-1][:200])
 
     def _record(
@@ -369,6 +402,8 @@ class Worker:
     ) -> None:  # fmt: skip
         if outcome is AttemptOutcome.SUCCEEDED:
             status, delay_s = ExecutionStatus.SUCCEEDED, None
+        elif outcome is AttemptOutcome.CANCELLED:
+            status, delay_s = ExecutionStatus.CANCELLED, None
         else:
             delay_s = None if permanent else after_failure(
                 claim.attempt, claim.max_attempts, claim.backoff_base_s, claim.backoff_factor, claim.backoff_max_s, self.rng
@@ -382,7 +417,9 @@ class Worker:
                 status = ExecutionStatus.QUEUED if delay_s <= self.horizon_s else ExecutionStatus.PENDING
         self._outcomes.append(Outcome(
             claim.id, claim.fence, claim.task, status, outcome, error, delay_s, detail,
-            params=claim.params, breaker_counts=self.breaker_config.enabled and not permanent,
+            params=claim.params,
+            breaker_counts=self.breaker_config.enabled and not permanent and outcome is not AttemptOutcome.CANCELLED,
+            job_id=claim.job_id, guarded=claim.overlap != "allow",
         ))  # fmt: skip
         self._outcome_ready.set()
 
@@ -415,6 +452,13 @@ class Worker:
             applied_ids = {a[0] for a in applied}
             await self._tell_breakers([o for o in outcomes if o.execution_id in applied_ids])
         retries = [Enqueue(i, due_at, t) for i, status, due_at, t in applied if status == ExecutionStatus.QUEUED]
+        guarded_jobs = [o.job_id for o in took_effect if o.guarded]
+        if guarded_jobs:
+            # Their job is free now: a waiting occurrence (buffer_one, cancel_other) starts at once.
+            try:
+                retries += await overlap.release(self.store, guarded_jobs)  # type: ignore[arg-type]
+            except TRANSIENT_ERRORS as exc:  # the sweeper releases stalled waiting occurrences
+                log.warning("worker.overlap_release_failed", jobs=len(guarded_jobs), error=str(exc))
         if retries:
             try:
                 await self.queue.add(retries, only_new=False)
@@ -430,9 +474,14 @@ class Worker:
         alive = await self.store.execution_heartbeat_many(held, self.config.lease_s)
         for execution_id, _ in held:
             running = self.running.get(execution_id)
-            if execution_id not in alive and running is not None and running.task is not None:
+            if running is None or running.task is None or running.stopped is not None:
+                continue
+            if execution_id not in alive:
                 running.stopped = "lease_lost"
                 self.stats.lease_lost += 1
+                running.task.cancel()
+            elif alive[execution_id]:  # an overlap policy (cancel_other) asked it to stop
+                running.stopped = "cancelled"
                 running.task.cancel()
         return len(alive)
 
@@ -450,6 +499,7 @@ class Worker:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(finish), self.config.shutdown_grace_s)
         finally:
+            self.overrun.close()
             for helper in (heartbeat, finish):
                 helper.cancel()
             await asyncio.gather(heartbeat, finish, return_exceptions=True)

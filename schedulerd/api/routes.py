@@ -17,10 +17,12 @@ from fastapi.responses import JSONResponse
 from schedulerd import registry
 from schedulerd.api import schemas
 from schedulerd.api.app import ERRORS, ApiError, Services
+from schedulerd.core.overrun import Overrun
 from schedulerd.dead_letters import DeadLetters, FailedFilter
 from schedulerd.errors import ValidationError
 from schedulerd.jobs import JobSpec, labelled_next_runs, next_runs, schedule_of
 from schedulerd.models import Attempt, Execution, Job, LastExecution, Redrive
+from schedulerd.overrun import overruns
 from schedulerd.store import Store
 from schedulerd.tenants import Principal
 
@@ -30,14 +32,16 @@ IDEMPOTENCY_KEY = Header(None, alias="Idempotency-Key", min_length=1, max_length
                          description="repeat a create safely: the same key returns the first result")  # fmt: skip
 
 
-def job_view(job: Job, now: datetime, last: LastExecution | None = None) -> schemas.Job:
+def job_view(job: Job, now: datetime, last: LastExecution | None = None, overrun: Overrun | None = None,
+             fraction: float = 0.8) -> schemas.Job:
     state = "deleted" if job.deleted_at else "enabled" if job.enabled else "paused"
     return schemas.Job(
         id=job.id, tenant=job.tenant, name=job.name, task=job.task, params=job.params, schedule_kind=job.schedule_kind,
         run_at=job.run_at, cron=job.cron, timezone=job.timezone,
         misfire=schemas.MisfirePolicy(policy=job.misfire_policy, catch_up_limit=job.catch_up_limit),
         window_s=job.window_s, retry=schemas.Retry(max_attempts=job.max_attempts, backoff_base_s=job.backoff_base_s,
-        backoff_factor=job.backoff_factor, backoff_max_s=job.backoff_max_s), timeout_s=job.timeout_s, state=state,
+        backoff_factor=job.backoff_factor, backoff_max_s=job.backoff_max_s), timeout_s=job.timeout_s,
+        overlap=job.overlap, state=state,
         created_at=job.created_at, updated_at=job.updated_at, deleted_at=job.deleted_at,
         pause=schemas.Pause(note=job.paused_note, by=job.paused_by, at=job.paused_at) if state == "paused" else None,
         next_runs=next_runs(job, now, NEXT_RUNS) if state == "enabled" else [],
@@ -45,6 +49,8 @@ def job_view(job: Job, now: datetime, last: LastExecution | None = None) -> sche
                                              finished_at=last.finished_at) if last else None,
         dst_repeated=schedule_of(job).repeated if job.cron else None,
         dst_missing=schedule_of(job).missing if job.cron else None, tzdata_version=job.tzdata_version,
+        overrun=schemas.Overrun(warning=overrun.warning, p95_s=overrun.p95_s, interval_s=overrun.interval_s,
+                                ratio=overrun.ratio, fraction=fraction, samples=overrun.samples) if overrun else None,
     )  # type: ignore[arg-type]  # fmt: skip
 
 
@@ -118,6 +124,7 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
             window_s=body.window_s, name=body.name, max_attempts=body.retry.max_attempts, timeout_s=body.timeout_s,
             backoff_base_s=body.retry.backoff_base_s, backoff_factor=body.retry.backoff_factor,
             backoff_max_s=body.retry.backoff_max_s, dst_repeated=body.dst_repeated, dst_missing=body.dst_missing,
+            overlap=body.overlap,
         )  # fmt: skip
 
         def created(job: Job, executions: list[Execution]) -> dict[str, Any]:
@@ -166,13 +173,18 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
         page, more = listed[:limit], len(listed) > limit
         last = await store.job_last_executions([j.id for j in page])
         now = datetime.now(UTC)
-        return {"items": [job_view(j, now, last.get(j.id)) for j in page],
+        judged = await overruns(store, page, config.jobs, now)
+        fraction = config.jobs.overrun_fraction
+        return {"items": [job_view(j, now, last.get(j.id), judged.get(j.id), fraction) for j in page],
                 "next_cursor": encode_cursor(page[-1].created_at, page[-1].id) if more else None}  # fmt: skip
 
     @api.get("/jobs/{job_id}", response_model=schemas.Job, tags=["jobs"], summary="one job, with its next runs")
     async def get_job(job_id: UUID, who: Caller) -> Any:
         job = await jobs.get(job_id, who.tenant)
-        return job_view(job, datetime.now(UTC), (await store.job_last_executions([job.id])).get(job.id))
+        now = datetime.now(UTC)
+        judged = (await overruns(store, [job], config.jobs, now)).get(job.id)
+        last = (await store.job_last_executions([job.id])).get(job.id)
+        return job_view(job, now, last, judged, config.jobs.overrun_fraction)
 
     @api.get("/jobs/{job_id}/next-runs", response_model=schemas.NextRuns, tags=["jobs"],
              summary="a job's next runs, each labelled with what DST did to it")  # fmt: skip

@@ -30,6 +30,10 @@ assert set(Status.__args__) == set(ExecutionStatus)  # type: ignore[attr-defined
 Seconds = Annotated[StrictFloat, Field(allow_inf_nan=False)]
 LateReasonName = Literal["scheduler_down", "backlog", "misfire_skip", "overlap", "paused", "breaker_open", "tenant_cap"]
 assert set(LateReasonName.__args__) == set(LateReason)  # type: ignore[attr-defined]
+Overlap = Literal["allow", "skip", "buffer_one", "cancel_other"]
+OVERLAP_HELP = ("an occurrence due while the job's previous execution still runs: start anyway (allow), skip it, "
+                "start it when that one ends (buffer_one; at most one waits), or ask that one to stop and then "
+                "start (cancel_other)")
 
 
 class _Input(BaseModel):
@@ -67,6 +71,7 @@ class JobCreate(_Input):
         None, description="cron: a wall time that happens twice runs at its first pass or at both; null: the DST rule")
     dst_missing: Literal["shift", "skip"] | None = Field(
         None, description="cron: a wall time that does not exist runs at the end of the gap or is skipped; null: the DST rule")
+    overlap: Overlap = Field("allow", description=OVERLAP_HELP)
 
 
 class PauseRequest(_Input):
@@ -122,6 +127,17 @@ class LastExecution(BaseModel):
     finished_at: datetime | None
 
 
+class Overrun(BaseModel):
+    """A cron job's recent run time against its interval: a warning comes before runs overlap."""
+
+    warning: bool = Field(..., description="ratio reached jobs.overrun_fraction (over at least 3 attempts)")
+    p95_s: float = Field(..., description="95th percentile duration of the recent attempts")
+    interval_s: float = Field(..., description="shortest gap between the job's next runs")
+    ratio: float = Field(..., description="p95_s / interval_s")
+    fraction: float = Field(..., description="the server's jobs.overrun_fraction")
+    samples: int = Field(..., description="recent attempts judged (jobs.overrun_samples at most)")
+
+
 class Job(BaseModel):
     id: UUID
     tenant: str
@@ -136,6 +152,7 @@ class Job(BaseModel):
     window_s: float
     retry: Retry
     timeout_s: float
+    overlap: Overlap = Field(..., description=OVERLAP_HELP)
     state: Literal["enabled", "paused", "deleted"]
     pause: Pause | None = Field(None, description="who paused the job and why (while it is paused)")
     created_at: datetime
@@ -158,6 +175,7 @@ class NextRun(BaseModel):
 
 class NextRuns(BaseModel):
     items: list[NextRun]
+    overrun: Overrun | None = Field(None, description="cron jobs with finished runs: recent p95 duration vs interval")
 
 
 class JobCreated(BaseModel):
@@ -176,7 +194,8 @@ class Execution(BaseModel):
     scheduled_for: datetime = Field(..., description="the occurrence's nominal instant")
     due_at: datetime = Field(..., description="when it may start next (a retry moves it)")
     status: Status
-    reason: str | None = Field(None, description="why it was skipped or cancelled, or late_replay")
+    reason: str | None = Field(None, description="why it was skipped or cancelled (overlap: by the job's overlap "
+                               "policy), late_replay, or overlap_buffered (it waited for the previous run)")
     attempt: int = Field(..., description="attempts started so far")
     worker: str | None
     enqueued_at: datetime | None
@@ -196,7 +215,7 @@ class Attempt(BaseModel):
     started_at: datetime
     finished_at: datetime
     duration_s: float
-    outcome: Literal["succeeded", "failed", "timed_out", "lease_expired"]
+    outcome: Literal["succeeded", "failed", "timed_out", "lease_expired", "handed_back", "cancelled"]
     error: str | None
 
 

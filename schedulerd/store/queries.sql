@@ -10,8 +10,8 @@ SELECT clock_timestamp();
 -- Record a job definition.
 INSERT INTO jobs (id, tenant, name, task, params, schedule_kind, run_at, cron, timezone,
                   misfire_policy, catch_up_limit, window_s, max_attempts, backoff_base_s,
-                  backoff_factor, backoff_max_s, timeout_s, dst_repeated, dst_missing, tzdata_version)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+                  backoff_factor, backoff_max_s, timeout_s, dst_repeated, dst_missing, tzdata_version, overlap)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
 RETURNING *;
 
 -- name: job_get
@@ -168,44 +168,57 @@ RETURNING e.id, e.due_at, e.tenant;
 -- name: execution_claim_many
 -- Claim a batch of popped ids: only a pending/queued row whose due time has come becomes
 -- running, with attempt+1, fence+1 and a fresh lease ($2 seconds) held by worker $3.
--- Ids not returned were claimed by someone else, finished, or not yet due: drop them.
--- [$4, $5) bounds their scheduled_for, so only their partitions are visited.
+-- Only jobs whose overlap policy is allow: the others go through execution_claim_guarded under
+-- their job's lock. Ids not returned were claimed by someone else, finished, not yet due, or
+-- belong to a guarded job (the worker passes those on). [$4, $5) bounds their scheduled_for, so
+-- only their partitions are visited.
 UPDATE executions e SET status = 'running', attempt = e.attempt + 1, fence = e.fence + 1,
        lease_until = clock_timestamp() + make_interval(secs => $2), worker = $3,
        started_at = clock_timestamp(), first_started_at = coalesce(e.first_started_at, clock_timestamp())
 FROM jobs j
 WHERE e.id = ANY($1::uuid[]) AND e.scheduled_for >= $4 AND e.scheduled_for < $5
   AND e.status IN ('pending', 'queued') AND e.due_at <= clock_timestamp()
-  AND j.id = e.job_id
+  AND j.id = e.job_id AND j.overlap = 'allow'
 RETURNING e.id, e.job_id, e.tenant, e.scheduled_for, e.due_at, e.attempt, e.fence, e.started_at,
-          j.task, j.params, j.timeout_s, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s;
+          j.task, j.params, j.timeout_s, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s,
+          j.overlap;
 
 -- name: execution_claim_due
 -- The fallback while Redis is unreachable: claim up to $1 due executions straight from
 -- Postgres, oldest first, like execution_claim_many (lease $2 s, worker $3). SKIP LOCKED lets
--- every worker poll at once without waiting on each other.
-UPDATE executions e SET status = 'running', attempt = e.attempt + 1, fence = e.fence + 1,
-       lease_until = clock_timestamp() + make_interval(secs => $2), worker = $3,
-       started_at = clock_timestamp(), first_started_at = coalesce(e.first_started_at, clock_timestamp())
-FROM (SELECT id, scheduled_for FROM executions
-      WHERE status IN ('pending', 'queued') AND due_at <= clock_timestamp()
-      ORDER BY due_at LIMIT $1 FOR UPDATE SKIP LOCKED) d, jobs j
-WHERE e.id = d.id AND e.scheduled_for = d.scheduled_for AND j.id = e.job_id
-RETURNING e.id, e.job_id, e.tenant, e.scheduled_for, e.due_at, e.attempt, e.fence, e.started_at,
-          j.task, j.params, j.timeout_s, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s;
+-- every worker poll at once without waiting on each other. Due executions of guarded jobs are
+-- returned unclaimed (guarded = true, the other columns NULL) for execution_claim_guarded.
+WITH d AS (
+    SELECT id, scheduled_for, job_id FROM executions
+    WHERE status IN ('pending', 'queued') AND due_at <= clock_timestamp()
+    ORDER BY due_at LIMIT $1 FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE executions e SET status = 'running', attempt = e.attempt + 1, fence = e.fence + 1,
+           lease_until = clock_timestamp() + make_interval(secs => $2), worker = $3,
+           started_at = clock_timestamp(), first_started_at = coalesce(e.first_started_at, clock_timestamp())
+    FROM d, jobs j
+    WHERE e.id = d.id AND e.scheduled_for = d.scheduled_for AND j.id = e.job_id AND j.overlap = 'allow'
+    RETURNING e.id, e.job_id, e.tenant, e.scheduled_for, e.due_at, e.attempt, e.fence, e.started_at,
+              j.task, j.params, j.timeout_s, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s,
+              j.overlap
+)
+SELECT claimed.*, false AS guarded FROM claimed
+UNION ALL
+SELECT d.id, d.job_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, j.overlap, true
+FROM d JOIN jobs j ON j.id = d.job_id WHERE j.overlap <> 'allow';
 
 -- name: execution_heartbeat_many
 -- Extend the leases of running executions still held at the given fences; ids not returned
--- have lost their lease (reclaimed by the sweeper) and their handlers must stop. [$4, $5)
--- bounds their scheduled_for.
+-- have lost their lease (reclaimed by the sweeper) and their handlers must stop; cancel_requested
+-- says an overlap policy (cancel_other) asked the handler to stop. [$4, $5) bounds their scheduled_for.
 UPDATE executions e SET lease_until = clock_timestamp() + make_interval(secs => $3)
 FROM unnest($1::uuid[], $2::bigint[]) AS h(id, fence)
 WHERE e.id = h.id AND e.fence = h.fence AND e.status = 'running' AND e.scheduled_for >= $4 AND e.scheduled_for < $5
-RETURNING e.id;
+RETURNING e.id, e.cancel_requested_at IS NOT NULL AS cancel_requested;
 
 -- name: execution_finish_many
 -- Record the outcome of a batch of attempts, each only if its fence still holds. Per row:
--- $4 status to move to (succeeded | queued | pending | failed), $5 the attempt's outcome,
+-- $4 status to move to (succeeded | queued | pending | failed | cancelled), $5 the attempt's outcome,
 -- $6 its error, $7 the retry delay in seconds (NULL when not retrying), $8 its detail (what the
 -- handler returned, JSON text). Writes the attempt row in the same statement. Returns the rows
 -- that took effect, with due_at for re-enqueueing. [$8, $9) bounds their scheduled_for.
@@ -218,9 +231,10 @@ WITH input AS (
         due_at = CASE WHEN i.retry_delay_s IS NULL THEN e.due_at
                       ELSE clock_timestamp() + make_interval(secs => i.retry_delay_s) END,
         enqueued_at = CASE WHEN i.status = 'queued' THEN clock_timestamp() ELSE e.enqueued_at END,
-        finished_at = CASE WHEN i.status IN ('succeeded', 'failed') THEN clock_timestamp() END,
+        finished_at = CASE WHEN i.status IN ('succeeded', 'failed', 'cancelled') THEN clock_timestamp() END,
         lease_until = NULL,
-        last_error = coalesce(i.error, e.last_error)
+        last_error = coalesce(i.error, e.last_error),
+        reason = CASE WHEN i.status = 'cancelled' THEN 'overlap' ELSE e.reason END
     FROM input i
     WHERE e.id = i.id AND e.fence = i.fence AND e.status = 'running' AND e.scheduled_for >= $8 AND e.scheduled_for < $9
     RETURNING e.id, e.fence, e.attempt, e.worker, e.started_at, e.status, e.due_at, e.tenant, e.scheduled_for
@@ -255,7 +269,8 @@ SELECT id, due_at, tenant FROM back;
 -- jitter matters: executions that died together must not all come back at the same instant and
 -- be claimed in one batch again, or a task that kills its worker would take the others in flight
 -- beside it down with it, attempt after attempt. Guarded by status, lease expiry and the fence
--- read in the same statement, so a completion that lands first is never undone. Records the lost attempt.
+-- read in the same statement, so a completion that lands first is never undone. Records the lost
+-- attempt. An execution an overlap policy asked to stop (cancel_other) is cancelled, not retried.
 WITH expired AS (
     SELECT e.id, e.scheduled_for, e.fence, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s
     FROM executions e JOIN jobs j ON j.id = e.job_id
@@ -263,12 +278,14 @@ WITH expired AS (
     ORDER BY e.lease_until LIMIT $1 FOR UPDATE OF e SKIP LOCKED
 ), reclaimed AS (
     UPDATE executions e SET
-        status = CASE WHEN e.attempt >= x.max_attempts THEN 'failed' ELSE 'queued' END,
-        due_at = CASE WHEN e.attempt >= x.max_attempts THEN e.due_at
+        status = CASE WHEN e.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                      WHEN e.attempt >= x.max_attempts THEN 'failed' ELSE 'queued' END,
+        reason = CASE WHEN e.cancel_requested_at IS NOT NULL THEN 'overlap' ELSE e.reason END,
+        due_at = CASE WHEN e.attempt >= x.max_attempts OR e.cancel_requested_at IS NOT NULL THEN e.due_at
                       ELSE clock_timestamp() + make_interval(secs => random() * least(x.backoff_max_s,
                                x.backoff_base_s * power(x.backoff_factor, least(e.attempt - 1, 64)))) END,
         enqueued_at = clock_timestamp(),
-        finished_at = CASE WHEN e.attempt >= x.max_attempts THEN clock_timestamp() END,
+        finished_at = CASE WHEN e.attempt >= x.max_attempts OR e.cancel_requested_at IS NOT NULL THEN clock_timestamp() END,
         lease_until = NULL,
         last_error = 'lease expired: worker ' || coalesce(e.worker, '?') || ' stopped heartbeating'
     FROM expired x
@@ -453,6 +470,136 @@ FROM unnest($1::uuid[], $2::bigint[], $3::float8[]) AS p(id, fence, delay_s), ex
 WHERE e.id = p.id AND e.fence = p.fence AND e.status = 'running' AND before.id = p.id AND j.id = e.job_id
   AND e.scheduled_for >= $7 AND e.scheduled_for < $8 AND before.scheduled_for >= $7 AND before.scheduled_for < $8
 RETURNING e.id, e.due_at, e.tenant, (before.late_reason IS NULL AND e.late_reason IS NOT NULL) AS newly_late;
+
+-- name: job_lock_overlap
+-- Lock the guarded jobs (overlap policy other than allow) of these executions, in id order so two
+-- workers never deadlock. Call inside a transaction: the lock serialises every claim and release
+-- of one job's executions, and the statements after it see what the previous holder committed.
+-- [$2, $3) bounds the executions' scheduled_for (here and in the statements below).
+SELECT j.id FROM jobs j
+WHERE j.id IN (SELECT e.job_id FROM executions e
+               WHERE e.id = ANY($1::uuid[]) AND e.scheduled_for >= $2 AND e.scheduled_for < $3)
+  AND j.overlap <> 'allow'
+ORDER BY j.id FOR UPDATE;
+
+-- name: job_guarded_of
+-- Which of these executions belong to guarded jobs (overlap policy other than allow), without
+-- locking anything: the claim checks this before opening a transaction, so popped ids that
+-- another replica claimed (allow jobs) cost one cheap statement, as before.
+SELECT e.id FROM executions e JOIN jobs j ON j.id = e.job_id
+WHERE e.id = ANY($1::uuid[]) AND e.scheduled_for >= $2 AND e.scheduled_for < $3 AND j.overlap <> 'allow';
+
+-- name: job_lock_many
+-- Lock these jobs in id order (a release after an execution of theirs stopped). Inside a transaction.
+SELECT id FROM jobs WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE;
+
+-- name: execution_overlap_state
+-- Under job_lock_overlap: the due, unstarted executions among $1 of locked (guarded) jobs, oldest
+-- first per job, with the job's policy, whether its last started execution still runs (busy, and
+-- whether it was asked to stop) and which occurrence waits for it, if one still does.
+SELECT e.id, e.job_id, e.scheduled_for, j.overlap, coalesce(r.status = 'running', false) AS busy,
+       CASE WHEN r.status = 'running' THEN r.scheduled_for END AS running_for,
+       r.cancel_requested_at IS NOT NULL AS cancel_requested,
+       CASE WHEN w.status = 'pending' AND w.reason = 'overlap_buffered' THEN w.id END AS waiting_id
+FROM executions e JOIN jobs j ON j.id = e.job_id
+LEFT JOIN executions r ON r.id = j.overlap_running AND r.scheduled_for = j.overlap_running_for
+LEFT JOIN executions w ON w.id = j.overlap_waiting AND w.scheduled_for = j.overlap_waiting_for
+WHERE e.id = ANY($1::uuid[]) AND e.scheduled_for >= $3 AND e.scheduled_for < $4
+  AND e.status IN ('pending', 'queued') AND e.due_at <= clock_timestamp() AND j.id = ANY($2::uuid[])
+ORDER BY e.job_id, e.scheduled_for, e.id;
+
+-- name: execution_claim_guarded
+-- Under job_lock_overlap: claim executions an overlap verdict started (as execution_claim_many:
+-- lease $2 s, worker $3) and record each as its job's running execution.
+WITH claimed AS (
+    UPDATE executions e SET status = 'running', attempt = e.attempt + 1, fence = e.fence + 1,
+           lease_until = clock_timestamp() + make_interval(secs => $2), worker = $3,
+           started_at = clock_timestamp(), first_started_at = coalesce(e.first_started_at, clock_timestamp())
+    FROM jobs j
+    WHERE e.id = ANY($1::uuid[]) AND e.scheduled_for >= $4 AND e.scheduled_for < $5
+      AND e.status IN ('pending', 'queued') AND e.due_at <= clock_timestamp() AND j.id = e.job_id
+    RETURNING e.id, e.job_id, e.tenant, e.scheduled_for, e.due_at, e.attempt, e.fence, e.started_at,
+              j.task, j.params, j.timeout_s, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s,
+              j.overlap
+), held AS (
+    UPDATE jobs j SET overlap_running = c.id, overlap_running_for = c.scheduled_for FROM claimed c WHERE j.id = c.job_id
+)
+SELECT * FROM claimed;
+
+-- name: execution_skip_overlap
+-- Under job_lock_overlap: mark occurrences an overlap verdict skipped (due meanwhile, or a waiting
+-- one replaced), unless one started meanwhile, with late reason overlap (it never ran).
+-- Returns the ids skipped.
+UPDATE executions SET status = 'skipped', reason = 'overlap', finished_at = clock_timestamp(),
+       late_reason = coalesce(late_reason, 'overlap')
+WHERE id = ANY($1::uuid[]) AND scheduled_for >= $2 AND scheduled_for < $3 AND status IN ('pending', 'queued')
+RETURNING id;
+
+-- name: execution_wait_overlap
+-- Under job_lock_overlap: park the occurrences an overlap verdict made wait (one per job): pending,
+-- reason overlap_buffered, due at the far-future sentinel 9999-12-31 (so no loop picks it up and
+-- no gauge counts it overdue) until execution_release_waiting; their jobs point at them.
+WITH waiting AS (
+    UPDATE executions SET status = 'pending', reason = 'overlap_buffered',
+           due_at = '9999-12-31 00:00:00+00', enqueued_at = NULL
+    WHERE id = ANY($1::uuid[]) AND scheduled_for >= $2 AND scheduled_for < $3 AND status IN ('pending', 'queued')
+    RETURNING id, job_id, scheduled_for
+), pointed AS (
+    UPDATE jobs j SET overlap_waiting = w.id, overlap_waiting_for = w.scheduled_for FROM waiting w WHERE j.id = w.job_id
+)
+SELECT id FROM waiting;
+
+-- name: execution_request_cancel
+-- Under job_lock_overlap: ask the running executions of these jobs (cancel_other) to stop; their
+-- workers learn it from the next heartbeat. Returns the executions asked.
+UPDATE executions e SET cancel_requested_at = coalesce(e.cancel_requested_at, clock_timestamp())
+FROM jobs j
+WHERE j.id = ANY($1::uuid[]) AND e.id = j.overlap_running AND e.scheduled_for = j.overlap_running_for
+  AND e.status = 'running'
+RETURNING e.id;
+
+-- name: execution_release_waiting
+-- Under job_lock_many: for these jobs whose last started execution no longer runs, let the waiting
+-- occurrence start now (queued, due now) and clear the pointer. Returns them (with the job's
+-- policy) for ZADD.
+WITH free AS (
+    SELECT j.id, j.overlap_waiting, j.overlap_waiting_for, j.overlap FROM jobs j
+    WHERE j.id = ANY($1::uuid[]) AND j.overlap_waiting IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM executions r WHERE r.id = j.overlap_running
+                      AND r.scheduled_for = j.overlap_running_for AND r.status = 'running')
+), cleared AS (
+    UPDATE jobs j SET overlap_waiting = NULL, overlap_waiting_for = NULL FROM free f WHERE j.id = f.id
+)
+UPDATE executions e SET status = 'queued', due_at = clock_timestamp(), enqueued_at = clock_timestamp()
+FROM free f
+WHERE e.id = f.overlap_waiting AND e.scheduled_for = f.overlap_waiting_for
+  AND e.status = 'pending' AND e.reason = 'overlap_buffered'
+RETURNING e.id, e.due_at, e.tenant, f.overlap;
+
+-- name: job_overlap_stalled
+-- The sweeper's safety net: jobs with a waiting occurrence whose last started execution no longer
+-- runs (its worker died after finishing, or it was reclaimed, parked or handed back), at most $1.
+SELECT j.id FROM jobs j
+WHERE j.overlap_waiting IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM executions r WHERE r.id = j.overlap_running
+                  AND r.scheduled_for = j.overlap_running_for AND r.status = 'running')
+LIMIT $1;
+
+-- name: job_recent_durations
+-- For each job in $1, the durations (seconds) of the attempts of its latest started executions
+-- that ran their course (succeeded, failed, timed out), newest first, at most $2 per job: the
+-- overrun warning's sample. Walks the (job_id, scheduled_for) index backwards from now (now(), not
+-- clock_timestamp(): a stable value is an index condition, so the 6 h of future rows are skipped).
+SELECT j.id AS job_id, d.duration_s
+FROM unnest($1::uuid[]) AS j(id)
+CROSS JOIN LATERAL (
+    SELECT extract(epoch FROM a.finished_at - a.started_at)::float8 AS duration_s
+    FROM executions e JOIN attempts a ON a.execution_id = e.id AND a.scheduled_for = e.scheduled_for
+    WHERE e.job_id = j.id AND e.scheduled_for <= now()
+      AND a.outcome IN ('succeeded', 'failed', 'timed_out')
+    ORDER BY e.scheduled_for DESC, a.fence DESC
+    LIMIT $2
+) d;
 
 -- name: maintenance_lock
 -- Retention runs on one replica at a time: a transaction-scoped advisory lock (held: false when

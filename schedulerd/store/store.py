@@ -107,6 +107,7 @@ class Store:
             job["run_at"], job["cron"], job["timezone"], job["misfire_policy"], job["catch_up_limit"],
             job["window_s"], job["max_attempts"], job["backoff_base_s"], job["backoff_factor"],
             job["backoff_max_s"], job["timeout_s"], job["dst_repeated"], job["dst_missing"], job["tzdata_version"],
+            job["overlap"],
         )  # fmt: skip
         return Job.from_row(row)
 
@@ -214,19 +215,21 @@ class Store:
         )
         return [Claim.from_row(r) for r in rows]
 
-    async def execution_claim_due(self, limit: int, lease_s: float, worker: str) -> list[Claim]:
+    async def execution_claim_due(self, limit: int, lease_s: float, worker: str) -> tuple[list[Claim], list[str]]:
+        """(claims of allow jobs, ids of due executions of guarded jobs: for execution_claim_guarded)."""
         rows = await self.db.fetch(QUERIES["execution_claim_due"], limit, lease_s, worker)
-        return [Claim.from_row(r) for r in rows]
+        return [Claim.from_row(r) for r in rows if not r["guarded"]], [str(r["id"]) for r in rows if r["guarded"]]
 
     async def execution_heartbeat_many(
         self, held: Sequence[tuple[UUID, int]], lease_s: float
-    ) -> set[UUID]:
-        """Extend leases; returns the ids whose lease still holds."""
+    ) -> dict[UUID, bool]:
+        """Extend leases; returns the ids whose lease still holds, each with whether an overlap
+        policy (cancel_other) asked it to stop."""
         ids = [h[0] for h in held]
         rows = await self.db.fetch(
             QUERIES["execution_heartbeat_many"], ids, [h[1] for h in held], lease_s, *scheduled_for_bounds(ids)
         )
-        return {r["id"] for r in rows}
+        return {r["id"]: r["cancel_requested"] for r in rows}
 
     async def execution_finish_many(self, outcomes: Sequence[Outcome]) -> list[tuple[UUID, str, datetime, str]]:
         """Record outcomes guarded by fence; returns (id, new status, due_at, tenant) of those that took effect."""
@@ -265,6 +268,56 @@ class Store:
     async def execution_reclaim_expired(self, limit: int) -> list[dict[str, Any]]:
         """The executions handed back: id, job_id, tenant, attempt, fence, worker, status, due_at."""
         return [dict(r) for r in await self.db.fetch(QUERIES["execution_reclaim_expired"], limit)]
+
+    # --- overlap policies: call the job_lock_* ones inside a transaction (schedulerd/overlap.py) --
+
+    async def job_lock_overlap(self, execution_ids: Sequence[str | UUID]) -> list[UUID]:
+        ids = list(execution_ids)
+        return [r["id"] for r in await self.db.fetch(QUERIES["job_lock_overlap"], ids, *scheduled_for_bounds(ids))]
+
+    async def job_guarded_of(self, execution_ids: Sequence[str | UUID]) -> list[UUID]:
+        ids = list(execution_ids)
+        return [r["id"] for r in await self.db.fetch(QUERIES["job_guarded_of"], ids, *scheduled_for_bounds(ids))]
+
+    async def job_lock_many(self, job_ids: Sequence[UUID]) -> list[UUID]:
+        return [r["id"] for r in await self.db.fetch(QUERIES["job_lock_many"], list(job_ids))]
+
+    async def execution_overlap_state(self, execution_ids: Sequence[str | UUID], job_ids: Sequence[UUID]) -> list[Any]:
+        """Rows: id, job_id, scheduled_for, overlap, busy, running_for (the running one's
+        scheduled_for), cancel_requested, waiting_id (oldest first per job)."""
+        ids = list(execution_ids)
+        return await self.db.fetch(QUERIES["execution_overlap_state"], ids, list(job_ids), *scheduled_for_bounds(ids))
+
+    async def execution_claim_guarded(self, execution_ids: Sequence[UUID], lease_s: float, worker: str) -> list[Claim]:
+        ids = list(execution_ids)
+        rows = await self.db.fetch(QUERIES["execution_claim_guarded"], ids, lease_s, worker, *scheduled_for_bounds(ids))
+        return [Claim.from_row(r) for r in rows]
+
+    async def execution_skip_overlap(self, execution_ids: Sequence[UUID]) -> set[UUID]:
+        ids = list(execution_ids)
+        return {r["id"] for r in await self.db.fetch(QUERIES["execution_skip_overlap"], ids, *scheduled_for_bounds(ids))}
+
+    async def execution_wait_overlap(self, execution_ids: Sequence[UUID]) -> set[UUID]:
+        ids = list(execution_ids)
+        return {r["id"] for r in await self.db.fetch(QUERIES["execution_wait_overlap"], ids, *scheduled_for_bounds(ids))}
+
+    async def execution_request_cancel(self, job_ids: Sequence[UUID]) -> set[UUID]:
+        return {r["id"] for r in await self.db.fetch(QUERIES["execution_request_cancel"], list(job_ids))}
+
+    async def execution_release_waiting(self, job_ids: Sequence[UUID]) -> list[tuple[Enqueue, str]]:
+        """The occurrences released, each with its job's overlap policy."""
+        rows = await self.db.fetch(QUERIES["execution_release_waiting"], list(job_ids))
+        return [(Enqueue(r["id"], r["due_at"], r["tenant"]), r["overlap"]) for r in rows]
+
+    async def job_recent_durations(self, job_ids: Sequence[UUID], per_job: int) -> dict[UUID, list[float]]:
+        """Durations (seconds) of each job's latest finished attempts, newest first."""
+        durations: dict[UUID, list[float]] = {job_id: [] for job_id in job_ids}
+        for row in await self.db.fetch(QUERIES["job_recent_durations"], list(job_ids), per_job):
+            durations[row["job_id"]].append(row["duration_s"])
+        return durations
+
+    async def job_overlap_stalled(self, limit: int) -> list[UUID]:
+        return [r["id"] for r in await self.db.fetch(QUERIES["job_overlap_stalled"], limit)]
 
     async def execution_queued_overdue(self, grace_s: float, limit: int) -> list[Enqueue]:
         rows = await self.db.fetch(QUERIES["execution_queued_overdue"], grace_s, limit)

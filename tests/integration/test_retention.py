@@ -127,7 +127,7 @@ async def test_an_execution_whose_id_carries_no_time_is_still_claimed_and_heartb
 
     (claim,) = await store.execution_claim_many([str(legacy)], 5.0, "worker-a")
     assert claim.id == legacy
-    assert await store.execution_heartbeat_many([(legacy, claim.fence)], 5.0) == {legacy}
+    assert await store.execution_heartbeat_many([(legacy, claim.fence)], 5.0) == {legacy: False}  # alive, no cancel asked
 
 
 async def test_the_migration_moves_existing_history_into_daily_partitions(servers: tuple[str, str]) -> None:

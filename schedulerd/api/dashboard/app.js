@@ -69,7 +69,7 @@ async function jobsView() {
       ? `${badge(job.last_execution.status)} ${when(job.last_execution.scheduled_for, job.timezone)}` : "–";
     return `<tr class="link job" data-id="${esc(job.id)}" onclick="location.hash='#/jobs/${esc(job.id)}'">
       <td>${esc(job.name || job.id.slice(0, 8))}</td><td>${esc(job.task)}</td><td>${schedule}</td>
-      <td>${esc(job.timezone)}</td><td>${esc(job.state)}${job.pause ? `<span class="note">${esc(pauseText(job.pause))}</span>` : ""}</td>
+      <td>${esc(job.timezone)}</td><td>${esc(job.state)}${job.pause ? `<span class="note">${esc(pauseText(job.pause))}</span>` : ""}${overrunFlag(job)}</td>
       <td>${next}</td><td>${last}</td></tr>`;
   });
   return `<h1>Jobs</h1><table id="jobs"><thead><tr><th>Name</th><th>Task</th><th>Schedule</th><th>Zone</th>
@@ -102,11 +102,24 @@ async function jobView(id) {
     <dt>schedule</dt><dd>${job.cron ? `<code>${esc(job.cron)}</code> in ${esc(job.timezone)}` : esc(job.schedule_kind)}</dd>
     <dt>state</dt><dd id="job-state">${esc(job.state)}${job.pause ? ` since ${when(job.pause.at, "UTC")}
       <span class="note">${esc(pauseText(job.pause))}</span>` : ""}</dd><dt>params</dt><dd><code>${esc(JSON.stringify(job.params))}</code></dd>
+    <dt>overlap</dt><dd id="job-overlap-policy">${esc(job.overlap)}</dd>
+    ${job.overrun ? `<dt>run time</dt><dd id="job-overrun" class="${job.overrun.warning ? "error" : ""}">${overrunText(job.overrun)}</dd>` : ""}
     ${dst}<dt>next runs</dt><dd id="next-runs">${nextRuns}</dd></dl>
     <p id="job-actions" data-id="${esc(job.id)}">${actions}</p>
     <h2>Executions</h2><table id="executions"><thead><tr><th>Status</th><th>Scheduled</th><th>Started</th>
     <th>Start lag</th><th>Attempts</th><th>Worker</th><th>Error / reason</th></tr></thead>
     <tbody>${rows.join("") || '<tr><td colspan="7">None yet.</td></tr>'}</tbody></table>`;
+}
+
+function overrunFlag(job) {
+  return job.overrun && job.overrun.warning
+    ? ' <span class="error" title="recent runs take most of the interval">⚠ overrun</span>' : "";
+}
+
+function overrunText(o) {
+  const figures = `p95 ${seconds(o.p95_s)} of a ${seconds(o.interval_s)} interval (${Math.round(o.ratio * 100)}%, ` +
+    `warn at ${Math.round(o.fraction * 100)}%; ${esc(o.samples)} recent attempts)`;
+  return o.warning ? `⚠ runs take most of the interval and will soon overlap: ${figures}` : figures;
 }
 
 async function executionView(id) {
@@ -219,6 +232,7 @@ $("job-form").addEventListener("submit", async (event) => {
   const mode = document.querySelector('input[name="when"]:checked').value;
   const body = { task: $("job-task").value };
   if ($("job-name").value) body.name = $("job-name").value;
+  if ($("job-overlap").value !== "allow") body.overlap = $("job-overlap").value;
   try {
     body.params = JSON.parse($("job-params").value || "{}");
   } catch (error) {

@@ -1,0 +1,101 @@
+"""Overlap policies at claim time: guarded jobs' executions are claimed, skipped, made to wait or
+make the running one stop, under a lock on their job row (core/overlap.py decides).
+
+The lock is what serialises two replicas claiming different executions of one job: each takes it
+before reading whether the job is busy, so the second sees the first's claim. Jobs whose policy
+is allow never come here (execution_claim_many claims them as before).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from uuid import UUID
+
+import structlog
+
+from schedulerd import metrics
+from schedulerd.core.overlap import Verdict, decide, superseded
+from schedulerd.models import Claim, Enqueue
+from schedulerd.store import Store
+
+log = structlog.get_logger("schedulerd.overlap")
+
+
+@dataclass(frozen=True)
+class Judged:
+    claims: list[Claim] = field(default_factory=list)  # started: run them
+    settled: int = 0  # skipped or made to wait (not claim conflicts)
+
+
+async def claim_guarded(store: Store, execution_ids: Sequence[str | UUID], lease_s: float, worker: str) -> Judged:
+    """Judge the due executions of guarded jobs among `execution_ids` and claim those that start.
+    Ids of allow jobs, or not due, or no longer unstarted, are left alone."""
+    if not execution_ids or not await store.job_guarded_of(execution_ids):
+        return Judged()
+    async with store.transaction() as tx:
+        locked = await tx.job_lock_overlap(execution_ids)
+        if not locked:
+            return Judged()
+        rows = await tx.execution_overlap_state(execution_ids, locked)
+        by_job: dict[UUID, list] = {}
+        for row in rows:
+            by_job.setdefault(row["job_id"], []).append(row)
+        start: list[UUID] = []
+        skip: list[UUID] = []
+        wait: list[UUID] = []
+        cancel: list[UUID] = []
+        judged: list[tuple[UUID, str, bool, Verdict[UUID], bool]] = []  # logged and counted once committed
+        for job_id, due in by_job.items():
+            first = due[0]
+            judge, stale = superseded(first["overlap"], first["running_for"], [(r["id"], r["scheduled_for"]) for r in due])
+            verdict: Verdict[UUID] = decide(first["overlap"], first["busy"], first["waiting_id"], judge)
+            if stale:
+                verdict = replace(verdict, skip=verdict.skip + stale)
+            start += [verdict.start] if verdict.start is not None else []
+            wait += [verdict.wait] if verdict.wait is not None else []
+            skip += verdict.skip
+            asked = verdict.cancel_running and not first["cancel_requested"]
+            if asked:
+                cancel.append(job_id)
+            judged.append((job_id, first["overlap"], first["busy"], verdict, asked))
+        skipped = await tx.execution_skip_overlap(skip) if skip else set()
+        settled = skipped | (await tx.execution_wait_overlap(wait) if wait else set())
+        if cancel:
+            await tx.execution_request_cancel(cancel)
+        claims = await tx.execution_claim_guarded(start, lease_s, worker) if start else []
+    if skipped:
+        metrics.LATE.labels("overlap").inc(len(skipped))  # each one skipped is a run that never happened
+    for job_id, policy, busy, verdict, asked in judged:
+        _count(policy, verdict, cancel_requested=asked)
+        if verdict.skip or verdict.wait is not None:
+            log.info(
+                "overlap.judged", job_id=str(job_id), policy=policy, busy=busy, started=_text(verdict.start),
+                waiting=_text(verdict.wait), skipped=[str(i) for i in verdict.skip], cancel_requested=asked,
+            )  # fmt: skip
+    # A replaced waiting occurrence was not among the popped ids: only those count as settled.
+    return Judged(claims, len(settled & {r["id"] for r in rows}))
+
+
+async def release(store: Store, job_ids: Sequence[UUID]) -> list[Enqueue]:
+    """After executions of these guarded jobs stopped running: start their waiting occurrences.
+    Returns them for ZADD. Safe to call for any job, any number of times."""
+    if not job_ids:
+        return []
+    async with store.transaction() as tx:
+        await tx.job_lock_many(sorted(set(job_ids)))
+        released = await tx.execution_release_waiting(sorted(set(job_ids)))
+    for _, policy in released:
+        metrics.OVERLAP_DECISIONS.labels(policy, "released").inc()
+    return [entry for entry, _ in released]
+
+
+def _count(policy: str, verdict: Verdict[UUID], *, cancel_requested: bool) -> None:
+    for decision, count in (("started", verdict.start is not None), ("waiting", verdict.wait is not None),
+                            ("skipped", len(verdict.skip)), ("cancel_requested", cancel_requested)):  # fmt: skip
+        if count:
+            metrics.OVERLAP_DECISIONS.labels(policy, decision).inc(int(count))
+
+
+def _text(value: UUID | None) -> str | None:
+    return str(value) if value is not None else None

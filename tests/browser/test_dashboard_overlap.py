@@ -1,0 +1,62 @@
+"""The dashboard's overlap policy and overrun warning in headless Chromium against a real daemon:
+create a job with an overlap policy from the form, then see both on the job's page."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import httpx
+import pytest
+from playwright.async_api import async_playwright, expect
+
+from tests.api.test_daemon_api import cli, free_port
+from tests.browser.test_dashboard import CHROMIUM_ARGS, chromium  # noqa: F401 - the fixture
+from tests.conftest import wait_for
+from tests.integration.test_overrun import add_history
+
+
+@pytest.mark.timeout(120)
+async def test_job_page_shows_overlap_and_overrun_warning(
+    chromium: str, database_url: str, redis_url: str, start_daemon: Callable[..., Any], store: Any, tmp_path: Path  # noqa: F811
+) -> None:
+    port = free_port()
+    start_daemon("browser-overlap", SCHEDULERD_API_ENABLED="true", SCHEDULERD_API_PORT=str(port))
+    token = cli(database_url, redis_url, "tenant", "create", f"overlap-{port}").stdout.splitlines()[-1]
+    url = f"http://127.0.0.1:{port}/"
+
+    async def up() -> bool:
+        try:
+            return httpx.get(url, timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    await wait_for(up, timeout_s=30, interval_s=0.2)
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        page = await browser.new_page(viewport={"width": 1280, "height": 720})
+        await page.goto(url)
+        await page.fill("#token", token)
+        await page.click("#login-button")
+        await page.click("#new-job-details summary")
+        await page.fill("#job-name", "five-minutely")
+        await page.select_option("#job-task", "sleep")
+        await page.check('input[name="when"][value="cron"]')
+        await page.fill("#job-cron", "*/5 * * * *")
+        await page.fill("#job-zone", "UTC")
+        await page.select_option("#job-overlap", "buffer_one")
+        await page.click("#job-submit")
+        await expect(page.locator("#job-result")).to_contain_text("Created")
+        job_id = await page.locator("#created-job").text_content()
+        assert job_id is not None
+        await add_history(store, UUID(job_id), f"overlap-{port}", [280.0] * 5)
+
+        await page.goto(f"{url}#/jobs/{job_id}")
+        await expect(page.locator("#job-overlap-policy")).to_have_text("buffer_one")
+        await expect(page.locator("#job-overrun")).to_contain_text("will soon overlap")
+        await expect(page.locator("#job-overrun")).to_contain_text("(93%, warn at 80%")
+        await page.goto(f"{url}#/jobs")
+        await expect(page.locator("tr.job", has_text="five-minutely")).to_contain_text("overrun")
+        await browser.close()
