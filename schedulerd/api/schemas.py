@@ -163,6 +163,7 @@ class Job(BaseModel):
     dst_repeated: Literal["first", "both"] | None = Field(None, description="in force for a cron job (its choice or the DST rule)")
     dst_missing: Literal["shift", "skip"] | None = Field(None, description="in force for a cron job (its choice or the DST rule)")
     tzdata_version: str | None = Field(None, description="tz database that resolved its written occurrences")
+    overrun: Overrun | None = Field(None, description="cron jobs with finished runs: recent p95 duration vs interval")
 
 
 class NextRun(BaseModel):
@@ -175,7 +176,6 @@ class NextRun(BaseModel):
 
 class NextRuns(BaseModel):
     items: list[NextRun]
-    overrun: Overrun | None = Field(None, description="cron jobs with finished runs: recent p95 duration vs interval")
 
 
 class JobCreated(BaseModel):

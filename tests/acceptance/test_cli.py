@@ -3,28 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from schedulerd.models import ExecutionStatus
-from tests.conftest import REPO_ROOT, wait_for
+from tests.conftest import wait_for
 
 
-@pytest.fixture
-def cli(database_url: str, redis_url: str, redis_prefix: str):  # type: ignore[no-untyped-def]
-    env = {
-        **os.environ, "SCHEDULERD_CONFIG": str(REPO_ROOT / "config.toml"), "SCHEDULERD_DATABASE_URL": database_url,
-        "SCHEDULERD_REDIS_URL": redis_url, "SCHEDULERD_REDIS_PREFIX": redis_prefix,
-    }  # fmt: skip
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "schedulerd", *args], env=env, capture_output=True, text=True, timeout=60)
-
-    return run
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,6 @@ import json
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from tests.acceptance.test_cli import cli  # noqa: F401 - the fixture
 
 
 def _created_job(cli, *args: str) -> str:  # type: ignore[no-untyped-def]  # noqa: F811

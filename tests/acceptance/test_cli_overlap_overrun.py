@@ -4,29 +4,15 @@ two daemon replicas, as a user runs them."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from uuid import UUID
 
 import pytest
 
 from schedulerd.jobs import Jobs
-from tests.conftest import REPO_ROOT, wait_for
+from tests.conftest import wait_for
 from tests.integration.test_overrun import add_history
 
 
-@pytest.fixture
-def cli(database_url: str, redis_url: str, redis_prefix: str):  # type: ignore[no-untyped-def]
-    env = {
-        **os.environ, "SCHEDULERD_CONFIG": str(REPO_ROOT / "config.toml"), "SCHEDULERD_DATABASE_URL": database_url,
-        "SCHEDULERD_REDIS_URL": redis_url, "SCHEDULERD_REDIS_PREFIX": redis_prefix,
-    }  # fmt: skip
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "schedulerd", *args], env=env, capture_output=True, text=True, timeout=60)
-
-    return run
 
 
 async def test_overlap_flag_is_stored_listed_and_shown(cli, store) -> None:  # type: ignore[no-untyped-def]

@@ -16,20 +16,8 @@ import pytest
 from playwright.async_api import async_playwright, expect
 
 from tests.api.test_daemon_api import cli, free_port
+from tests.browser.conftest import CHROMIUM_ARGS
 from tests.conftest import REPO_ROOT, wait_for
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
-
-
-@pytest.fixture
-def chromium() -> str:
-    if not os.path.exists(CHROMIUM):
-        message = f"{CHROMIUM} is missing: scripts/install installs Debian's chromium when run as root"
-        pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
-    return CHROMIUM
-
 
 @pytest.mark.timeout(120)
 async def test_log_in_create_a_job_see_it_run_and_open_its_execution(

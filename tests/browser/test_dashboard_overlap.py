@@ -13,14 +13,14 @@ import pytest
 from playwright.async_api import async_playwright, expect
 
 from tests.api.test_daemon_api import cli, free_port
-from tests.browser.test_dashboard import CHROMIUM_ARGS, chromium  # noqa: F401 - the fixture
+from tests.browser.conftest import CHROMIUM_ARGS
 from tests.conftest import wait_for
 from tests.integration.test_overrun import add_history
 
 
 @pytest.mark.timeout(120)
 async def test_job_page_shows_overlap_and_overrun_warning(
-    chromium: str, database_url: str, redis_url: str, start_daemon: Callable[..., Any], store: Any, tmp_path: Path  # noqa: F811
+    chromium: str, database_url: str, redis_url: str, start_daemon: Callable[..., Any], store: Any, tmp_path: Path
 ) -> None:
     port = free_port()
     start_daemon("browser-overlap", SCHEDULERD_API_ENABLED="true", SCHEDULERD_API_PORT=str(port))

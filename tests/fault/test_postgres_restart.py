@@ -71,12 +71,12 @@ async def test_a_stale_outcome_in_the_same_batch_does_not_poison_the_finish_loop
     await store.db.execute("UPDATE executions SET status = 'queued' WHERE id = $1", execution_id)
     worker = Worker(store, queue, config.worker, "replica-x", horizon_s=300)
     try:
-        (first,) = await store.execution_claim_due(10, 30, "replica-x")
+        (first,), _ = await store.execution_claim_due(10, 30, "replica-x")
         worker._record(first, AttemptOutcome.SUCCEEDED, None)  # not written: Postgres was away
         await store.db.execute("UPDATE executions SET lease_until = clock_timestamp() - interval '1 s' WHERE id = $1", execution_id)
         assert len(await store.execution_reclaim_expired(10)) == 1
         await store.db.execute("UPDATE executions SET due_at = clock_timestamp() WHERE id = $1", execution_id)
-        (second,) = await store.execution_claim_due(10, 30, "replica-x")
+        (second,), _ = await store.execution_claim_due(10, 30, "replica-x")
         worker._record(second, AttemptOutcome.SUCCEEDED, None)
 
         assert await worker.flush_outcomes() == 1  # the fresh one; the stale one fenced out
