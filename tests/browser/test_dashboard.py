@@ -11,31 +11,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from playwright.async_api import async_playwright, expect
 
-from tests.api.test_daemon_api import cli, free_port
 from tests.browser.conftest import CHROMIUM_ARGS
-from tests.conftest import REPO_ROOT, wait_for
+from tests.conftest import REPO_ROOT
 
 @pytest.mark.timeout(120)
 async def test_log_in_create_a_job_see_it_run_and_open_its_execution(
-    chromium: str, database_url: str, redis_url: str, start_daemon: Callable[..., Any], store: Any, tmp_path: Path
+    chromium: str, serve_dashboard: Callable[..., Any], store: Any, tmp_path: Path
 ) -> None:
-    port = free_port()
-    start_daemon("browser-replica", SCHEDULERD_API_ENABLED="true", SCHEDULERD_API_PORT=str(port))
-    created = cli(database_url, redis_url, "tenant", "create", f"web-{port}")
-    token = created.stdout.splitlines()[-1]
-    url = f"http://127.0.0.1:{port}/"
-
-    async def up() -> bool:
-        try:
-            return httpx.get(url, timeout=1).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    await wait_for(up, timeout_s=30, interval_s=0.2)
+    served = await serve_dashboard("browser-replica", "web")
+    token = served.token
+    url = served.url + "/"
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         page = await browser.new_page(viewport={"width": 1280, "height": 720}, timezone_id="Europe/Berlin")
@@ -46,7 +34,7 @@ async def test_log_in_create_a_job_see_it_run_and_open_its_execution(
         await expect(page.locator("#login-error")).to_contain_text("valid bearer token")
         await page.fill("#token", token)
         await page.click("#login-button")
-        await expect(page.locator("#tenant")).to_have_text(f"tenant web-{port}")
+        await expect(page.locator("#tenant")).to_have_text(f"tenant {served.tenant}")
 
         # A recurring job: its next runs show in its zone and in UTC.
         await page.click("#new-job-details summary")

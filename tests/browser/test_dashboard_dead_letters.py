@@ -12,28 +12,18 @@ import httpx
 import pytest
 from playwright.async_api import async_playwright, expect
 
-from tests.api.test_daemon_api import cli, free_port
 from tests.browser.conftest import CHROMIUM_ARGS
 from tests.conftest import wait_for
 
 
 @pytest.mark.timeout(120)
 async def test_redrive_a_failed_execution_and_pause_with_a_note(
-    chromium: str, database_url: str, redis_url: str, start_daemon: Callable[..., Any], store: Any
+    chromium: str, serve_dashboard: Callable[..., Any], store: Any
 ) -> None:
-    port = free_port()
-    start_daemon("browser-replica", SCHEDULERD_API_ENABLED="true", SCHEDULERD_API_PORT=str(port))
-    token = cli(database_url, redis_url, "tenant", "create", f"dlq-{port}").stdout.splitlines()[-1]
-    url = f"http://127.0.0.1:{port}"
+    served = await serve_dashboard("browser-replica", "dlq")
+    token = served.token
+    url = served.url
     http = httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=10)
-
-    async def up() -> bool:
-        try:
-            return (await http.get("/v1/me")).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    await wait_for(up, timeout_s=30, interval_s=0.2)
     failing = await http.post("/v1/jobs", json={"task": "fail", "params": {"message": "ledger locked"}, "retry": {"max_attempts": 1}})
     failing_job = failing.json()["job"]["id"]
     cron_job = (await http.post("/v1/jobs", json={"task": "noop", "name": "hourly-sync", "cron": "@hourly"})).json()["job"]["id"]
@@ -48,7 +38,7 @@ async def test_redrive_a_failed_execution_and_pause_with_a_note(
         await page.goto(url + "/")
         await page.fill("#token", token)
         await page.click("#login-button")
-        await expect(page.locator("#tenant")).to_contain_text(f"dlq-{port}")
+        await expect(page.locator("#tenant")).to_contain_text(served.tenant)
 
         await page.click('nav a[href="#/failed"]')
         row = page.locator(f'#failed tr.failed[data-id="{execution["id"]}"]')
@@ -61,12 +51,12 @@ async def test_redrive_a_failed_execution_and_pause_with_a_note(
         await row.locator('button[data-action="redrive"]').click()
         await page.goto(url + f"/#/executions/{execution['id']}")
         await expect(page.locator("#redrives tr.redrive")).to_have_count(1, timeout=10_000)
-        await expect(page.locator("#redrives")).to_contain_text(f"api:dlq-{port}")
+        await expect(page.locator("#redrives")).to_contain_text(f"api:{served.tenant}")
 
         page.on("dialog", lambda dialog: dialog.accept("vendor maintenance until 18:00"))
         await page.goto(url + f"/#/jobs/{cron_job}")
         await page.click('#job-actions button[data-action="pause"]')
         await expect(page.locator("#job-state")).to_contain_text("vendor maintenance until 18:00")
-        await expect(page.locator("#job-state")).to_contain_text(re.compile(rf"api:dlq-{port}"))
+        await expect(page.locator("#job-state")).to_contain_text(re.compile(rf"api:{re.escape(served.tenant)}"))
         await browser.close()
     await http.aclose()

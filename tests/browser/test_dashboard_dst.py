@@ -11,27 +11,16 @@ import httpx
 import pytest
 from playwright.async_api import async_playwright, expect
 
-from tests.api.test_daemon_api import cli, free_port
 from tests.browser.conftest import CHROMIUM_ARGS
-from tests.conftest import wait_for
 
 
 @pytest.mark.timeout(120)
 async def test_job_page_labels_next_runs_dst_touched(
-    chromium: str, database_url: str, redis_url: str, start_daemon: Callable[..., Any], store: Any
+    chromium: str, serve_dashboard: Callable[..., Any], store: Any
 ) -> None:
-    port = free_port()
-    start_daemon("browser-dst", SCHEDULERD_API_ENABLED="true", SCHEDULERD_API_PORT=str(port))
-    token = cli(database_url, redis_url, "tenant", "create", f"dst-{port}").stdout.splitlines()[-1]
-    url = f"http://127.0.0.1:{port}"
-
-    async def up() -> bool:
-        try:
-            return httpx.get(url + "/", timeout=1).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    await wait_for(up, timeout_s=30, interval_s=0.2)
+    served = await serve_dashboard("browser-dst", "dst")
+    token = served.token
+    url = served.url
     # Sundays in March at 02:30 New York time: the second Sunday's 02:30 does not exist, and any
     # five consecutive runs include exactly one second Sunday.
     created = httpx.post(f"{url}/v1/jobs", headers={"Authorization": f"Bearer {token}"},

@@ -8,32 +8,20 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-import httpx
 import pytest
 from playwright.async_api import async_playwright, expect
 
-from tests.api.test_daemon_api import cli, free_port
 from tests.browser.conftest import CHROMIUM_ARGS
-from tests.conftest import wait_for
 from tests.integration.test_overrun import add_history
 
 
 @pytest.mark.timeout(120)
 async def test_job_page_shows_overlap_and_overrun_warning(
-    chromium: str, database_url: str, redis_url: str, start_daemon: Callable[..., Any], store: Any, tmp_path: Path
+    chromium: str, serve_dashboard: Callable[..., Any], store: Any, tmp_path: Path
 ) -> None:
-    port = free_port()
-    start_daemon("browser-overlap", SCHEDULERD_API_ENABLED="true", SCHEDULERD_API_PORT=str(port))
-    token = cli(database_url, redis_url, "tenant", "create", f"overlap-{port}").stdout.splitlines()[-1]
-    url = f"http://127.0.0.1:{port}/"
-
-    async def up() -> bool:
-        try:
-            return httpx.get(url, timeout=1).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    await wait_for(up, timeout_s=30, interval_s=0.2)
+    served = await serve_dashboard("browser-overlap", "overlap")
+    token = served.token
+    url = served.url + "/"
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         page = await browser.new_page(viewport={"width": 1280, "height": 720})
@@ -51,7 +39,7 @@ async def test_job_page_shows_overlap_and_overrun_warning(
         await expect(page.locator("#job-result")).to_contain_text("Created")
         job_id = await page.locator("#created-job").text_content()
         assert job_id is not None
-        await add_history(store, UUID(job_id), f"overlap-{port}", [280.0] * 5)
+        await add_history(store, UUID(job_id), served.tenant, [280.0] * 5)
 
         await page.goto(f"{url}#/jobs/{job_id}")
         await expect(page.locator("#job-overlap-policy")).to_have_text("buffer_one")
