@@ -55,9 +55,13 @@ FROM generate_series(0, $2 - 1) g,
 """
 # The same rows as the API writes a job due within the dispatch horizon: queued at once (the
 # caller ZADDs them), so they never wait for the dispatcher.
-INSERT_QUEUED_EXECUTIONS = INSERT_EXECUTIONS.replace(
-    "(id, job_id, tenant, scheduled_for, due_at, status)", "(id, job_id, tenant, scheduled_for, due_at, status, enqueued_at)"
-).replace("'bench', t, t, 'pending'", "'bench', t, t, 'queued', clock_timestamp()") + "RETURNING id, due_at, tenant"
+INSERT_QUEUED_EXECUTIONS = """
+INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enqueued_at)
+SELECT schedulerd_execution_id(t), ($4::uuid[])[1 + g % cardinality($4::uuid[])], 'bench', t, t, 'queued', clock_timestamp()
+FROM generate_series(0, $2 - 1) g,
+     LATERAL (SELECT $1::timestamptz + make_interval(secs => round(g * $3::float8) / 1e6) AS t) s
+RETURNING id, due_at, tenant
+"""
 INSERT_CRON_JOBS = """
 INSERT INTO jobs (id, tenant, name, task, params, schedule_kind, cron, timezone, window_s, max_attempts,
                   backoff_base_s, backoff_factor, backoff_max_s, timeout_s)
