@@ -57,6 +57,7 @@ class WorkerConfig:
     linger_s: float = 0.02  # shortest pause between partial pops and between outcome writes: batches them
     lease_s: float = 15.0  # lease granted at claim and at each heartbeat
     heartbeat_s: float = 5.0  # lease extension interval
+    write_timeout_s: float = 5.0  # a claim, heartbeat or finish statement taking longer is retried on a fresh connection (capped at lease_s / 3)
     threads: int = 16  # thread pool for synchronous handlers
     shutdown_grace_s: float = 10.0  # on stop, how long in-flight handlers may run on
     redis_probe_s: float = 2.0  # while Redis is unreachable, how often to try it again

@@ -135,10 +135,15 @@ def loop_budgets(config: Config, services: dict[str, Any]) -> dict[str, float]:
     intervals = {
         "materialiser": config.materialiser.interval_s, "dispatcher": config.dispatcher.interval_s,
         "sweeper": config.sweeper.interval_s, "worker": config.worker.poll_max_s,
+        # The worker's writers tick after each write that succeeded (or every heartbeat when idle):
+        # a replica that cannot record outcomes or extend leases is not ready.
+        "worker.heartbeat": config.worker.heartbeat_s, "worker.finish": config.worker.heartbeat_s,
         "retention": config.retention.interval_s,
         "observer": config.daemon.observe_interval_s,
     }  # fmt: skip
-    return {name: max(10.0, 3 * interval_s) for name, interval_s in intervals.items() if name in services}
+    return {
+        name: max(10.0, 3 * interval_s) for name, interval_s in intervals.items() if name.split(".")[0] in services
+    }
 
 
 @dataclass(frozen=True)

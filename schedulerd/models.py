@@ -159,6 +159,7 @@ class Claim(_Row):
     backoff_factor: float
     backoff_max_s: float
     overlap: str  # the job's overlap policy: anything but allow releases a waiting occurrence at finish
+    marked_late: str | None  # the late reason this claim recorded (a first attempt past its grace), for the metric
 
 
 @dataclass(frozen=True)

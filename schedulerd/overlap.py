@@ -28,7 +28,10 @@ class Judged:
     settled: int = 0  # skipped or made to wait (not claim conflicts)
 
 
-async def claim_guarded(store: Store, execution_ids: Sequence[str | UUID], lease_s: float, worker: str) -> Judged:
+async def claim_guarded(
+    store: Store, execution_ids: Sequence[str | UUID], lease_s: float, worker: str, *, late_after_s: float = 60.0,
+    down_after_s: float = 15.0,
+) -> Judged:  # fmt: skip
     """Judge the due executions of guarded jobs among `execution_ids` and claim those that start.
     Ids of allow jobs, or not due, or no longer unstarted, are left alone."""
     if not execution_ids or not await store.job_guarded_of(execution_ids):
@@ -63,7 +66,10 @@ async def claim_guarded(store: Store, execution_ids: Sequence[str | UUID], lease
         settled = skipped | (await tx.execution_wait_overlap(wait) if wait else set())
         if cancel:
             await tx.execution_request_cancel(cancel)
-        claims = await tx.execution_claim_guarded(start, lease_s, worker) if start else []
+        claims = (
+            await tx.execution_claim_guarded(start, lease_s, worker, late_after_s=late_after_s, down_after_s=down_after_s)
+            if start else []
+        )  # fmt: skip
     if skipped:
         metrics.LATE.labels("overlap").inc(len(skipped))  # each one skipped is a run that never happened
     for job_id, policy, busy, verdict, asked in judged:

@@ -11,13 +11,14 @@ import asyncio
 import collections
 import contextlib
 import functools
+import itertools
 import json
 import random
 import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -34,12 +35,13 @@ from schedulerd.loops import TRANSIENT_ERRORS, retrying
 from schedulerd.models import AttemptOutcome, Claim, Enqueue, ExecutionStatus, Outcome
 from schedulerd.overrun import OverrunWatch
 from schedulerd.queue import UNREACHABLE, Breakers, DelayQueue, Pop
-from schedulerd.store import Store
+from schedulerd.store import REFUSED_ERRORS, RETRYABLE_ERRORS, Store
 
 log = structlog.get_logger("schedulerd.worker")
 
 ERROR_MAX_CHARS = 4000  # an attempt's recorded error (message plus the end of the traceback)
 DETAIL_MAX_CHARS = 4000  # an attempt's recorded detail (what the handler returned, as JSON)
+FINISH_BATCH_MAX = 1000  # outcomes written by one statement
 
 
 def describe_error(exc: BaseException) -> str:
@@ -108,7 +110,9 @@ class Worker:
         self.rng = rng or random.Random()
         self.running: dict[UUID, _Running] = {}
         self.stats = WorkerStats()
-        self._outcomes: list[Outcome] = []
+        # Outcomes recorded but not yet written, by execution. Each stays held (its lease is
+        # extended by the heartbeat) until its write commits or its fence is refused.
+        self._outcomes: dict[UUID, Outcome] = {}
         self._outcome_ready = asyncio.Event()
         self._closing = False  # set after the drain: the finish loop writes what is left and returns
         self.redis_down_since: float | None = None  # monotonic time Redis stopped answering, if it has
@@ -117,6 +121,9 @@ class Worker:
         self._by_task: collections.Counter[str] = collections.Counter()  # running handlers per task type
         self._slow_running = 0  # of them, in the slow pool ([worker].slow_tasks)
         self._threads = ThreadPoolExecutor(config.threads, thread_name_prefix="schedulerd-task")
+        # A write that hangs is abandoned in time to try again on a fresh connection before the lease runs out.
+        self.write_timeout_s = min(config.write_timeout_s, config.lease_s / 3)
+        self._claim_terms = {"late_after_s": late_grace_s, "down_after_s": self.late_config.down_after_s}
 
     # --- pop and claim -----------------------------------------------------------------------
 
@@ -157,7 +164,9 @@ class Worker:
         if not pop.execution_ids:
             return 0
         try:
-            claims = await self.store.execution_claim_many(pop.execution_ids, self.config.lease_s, self.worker_id)
+            claims = await self.store.execution_claim_many(
+                pop.execution_ids, self.config.lease_s, self.worker_id, timeout_s=self.write_timeout_s, **self._claim_terms
+            )
         except BaseException:
             # The ids left Redis but nobody owns them: put them back rather than wait for the sweeper.
             await self._give_back(pop, pop.execution_ids)
@@ -169,7 +178,9 @@ class Worker:
             claimed = {str(c.id) for c in claims}
             missed = [i for i in pop.execution_ids if i not in claimed]
             try:
-                judged = await overlap.claim_guarded(self.store, missed, self.config.lease_s, self.worker_id)
+                judged = await overlap.claim_guarded(
+                    self.store, missed, self.config.lease_s, self.worker_id, **self._claim_terms
+                )
                 claims, settled = claims + judged.claims, judged.settled
             except TRANSIENT_ERRORS as exc:  # run what was claimed; the rest go back to the queue
                 log.warning("worker.guarded_claim_failed", count=len(missed), error=str(exc))
@@ -188,16 +199,18 @@ class Worker:
 
     async def _claim_due(self, limit: int) -> list[Claim]:
         """The fallback while Redis is unreachable: claim due rows straight from Postgres."""
-        claims, guarded = await self.store.execution_claim_due(limit, self.config.lease_s, self.worker_id)
-        return claims + (await overlap.claim_guarded(self.store, guarded, self.config.lease_s, self.worker_id)).claims
+        lease_s, worker, terms = self.config.lease_s, self.worker_id, self._claim_terms
+        claims, guarded = await self.store.execution_claim_due(limit, lease_s, worker, **terms)
+        return claims + (await overlap.claim_guarded(self.store, guarded, lease_s, worker, **terms)).claims
 
     def _main_running(self) -> int:
         return len(self.running) - self._slow_running
 
     async def _admit(self, claims: list[Claim]) -> int:
-        started = await self._admit_and_start(claims)
-        await self._note_late(started)
-        return len(started)
+        # The claim recorded why first attempts past their grace were late; count them here.
+        for reason, count in collections.Counter(c.marked_late for c in claims if c.marked_late).items():
+            metrics.LATE.labels(reason).inc(count)
+        return len(await self._admit_and_start(claims))
 
     async def _admit_and_start(self, claims: list[Claim]) -> list[Claim]:
         """Start the claims that fit the per-task limits and the slow pool; hand the rest back.
@@ -217,23 +230,6 @@ class Worker:
             delays = [self.config.defer_s * self.rng.uniform(0.5, 1.0) for _ in deferred]
             await self._park(deferred, delays, "task_limit")
         return self._start([c for c, ok in zip(claims, verdicts) if ok])
-
-    async def _note_late(self, claims: list[Claim]) -> None:
-        """Record why first attempts that started past their grace were late. Costs nothing while
-        work starts on time: the statement is sent only when such a claim exists. Best effort (it
-        explains, it does not steer), so a failure is logged and the handlers run on."""
-        # due_at, not scheduled_for: a smeared occurrence is due at its offset. A park moves due_at,
-        # but a park that makes an occurrence late records that itself (execution_park_many).
-        late_ids = [c.id for c in claims if c.attempt == 1 and c.started_at - c.due_at > self.late_grace]
-        if not late_ids:
-            return
-        try:
-            marked = await self.store.execution_mark_late_many(late_ids, self.late_config.down_after_s)
-        except TRANSIENT_ERRORS as exc:
-            log.warning("worker.late_mark_failed", count=len(late_ids), error=f"{type(exc).__name__}: {exc}")
-            return
-        for reason in marked.values():
-            metrics.LATE.labels(reason).inc()
 
     def _see_breakers(self, states: dict[str, str]) -> None:
         """Keep the breakers the pop returned; the gauge follows them."""
@@ -415,26 +411,27 @@ class Worker:
                 status = ExecutionStatus.FAILED
             else:
                 status = ExecutionStatus.QUEUED if delay_s <= self.horizon_s else ExecutionStatus.PENDING
-        self._outcomes.append(Outcome(
+        self._outcomes[claim.id] = Outcome(
             claim.id, claim.fence, claim.task, status, outcome, error, delay_s, detail,
             params=claim.params,
             breaker_counts=self.breaker_config.enabled and not permanent and outcome is not AttemptOutcome.CANCELLED,
             job_id=claim.job_id, guarded=claim.overlap != "allow",
-        ))  # fmt: skip
+        )  # fmt: skip
         self._outcome_ready.set()
 
     # --- batched writers ---------------------------------------------------------------------
 
     async def flush_outcomes(self) -> int:
-        """Write every recorded outcome in one statement, then re-enqueue the retries."""
-        outcomes, self._outcomes = self._outcomes, []
+        """Write the recorded outcomes (at most FINISH_BATCH_MAX) in one statement, then
+        re-enqueue the retries. A connection or timeout error leaves them held, to be tried
+        again; an outcome Postgres refuses for what it carries is set apart (_finish)."""
+        outcomes = list(itertools.islice(self._outcomes.values(), FINISH_BATCH_MAX))
         if not outcomes:
             return 0
-        try:
-            applied = await self.store.execution_finish_many(outcomes)
-        except BaseException:
-            self._outcomes[:0] = outcomes  # fenced writes are safe to repeat
-            raise
+        applied = await self._finish(outcomes)
+        for outcome in outcomes:  # written, fenced out, or given up on: no longer held
+            if self._outcomes.get(outcome.execution_id) is outcome:
+                del self._outcomes[outcome.execution_id]
         self.stats.finished += len(applied)
         by_id = {o.execution_id: o for o in outcomes}
         took_effect = [by_id[execution_id] for execution_id, _, _, _ in applied]
@@ -449,8 +446,7 @@ class Worker:
             refused = {o.execution_id for o in outcomes} - {a[0] for a in applied}
             log.warning("worker.outcome_fenced_out", execution_ids=sorted(map(str, refused)))
         if self.breaker_config.enabled:
-            applied_ids = {a[0] for a in applied}
-            await self._tell_breakers([o for o in outcomes if o.execution_id in applied_ids])
+            await self._tell_breakers(took_effect)
         retries = [Enqueue(i, due_at, t) for i, status, due_at, t in applied if status == ExecutionStatus.QUEUED]
         guarded_jobs = [o.job_id for o in took_effect if o.guarded]
         if guarded_jobs:
@@ -466,13 +462,45 @@ class Worker:
                 log.warning("worker.retry_enqueue_failed", count=len(retries))
         return len(applied)
 
+    async def _finish(self, outcomes: list[Outcome]) -> list[tuple[UUID, str, datetime, str]]:
+        """execution_finish_many, with a refused batch split in halves until the refused outcome
+        is alone: one bad row never holds the others back."""
+        try:
+            return await self.store.execution_finish_many(outcomes, timeout_s=self.write_timeout_s)
+        except RETRYABLE_ERRORS:
+            raise
+        except REFUSED_ERRORS as exc:
+            if len(outcomes) > 1:
+                half = len(outcomes) // 2
+                return await self._finish(outcomes[:half]) + await self._finish(outcomes[half:])
+            return await self._finish_refused(outcomes[0], exc)
+
+    async def _finish_refused(self, outcome: Outcome, exc: BaseException) -> list[tuple[UUID, str, datetime, str]]:
+        """Postgres refused this outcome for what it carries (its error or detail text, say): record
+        the same verdict with a plain error instead. Should that be refused too, let it go: its
+        lease then expires and the sweeper retries the execution (at-least-once still holds)."""
+        log.error("worker.outcome_refused", execution_id=str(outcome.execution_id), error=f"{type(exc).__name__}: {exc}")
+        plain = replace(
+            outcome, detail=None,
+            error=f"the attempt's outcome ({outcome.outcome}) could not be recorded as reported: {type(exc).__name__}",
+        )  # fmt: skip
+        try:
+            return await self.store.execution_finish_many([plain], timeout_s=self.write_timeout_s)
+        except REFUSED_ERRORS as again:
+            if isinstance(again, RETRYABLE_ERRORS):
+                raise
+            log.error("worker.outcome_dropped", execution_id=str(outcome.execution_id), error=f"{type(again).__name__}: {again}")
+            return []
+
     async def heartbeat_once(self) -> int:
         """Extend every held lease in one statement; cancel handlers whose lease was lost."""
-        held = [(r.claim.id, r.claim.fence) for r in self.running.values()]
+        # Outcomes waiting to be written are held too: a slow finish must not let their lease expire.
+        held = {r.claim.id: r.claim.fence for r in self.running.values()}
+        held.update((o.execution_id, o.fence) for o in self._outcomes.values())
         if not held:
             return 0
-        alive = await self.store.execution_heartbeat_many(held, self.config.lease_s)
-        for execution_id, _ in held:
+        alive = await self.store.execution_heartbeat_many(list(held.items()), self.config.lease_s, timeout_s=self.write_timeout_s)
+        for execution_id in held:
             running = self.running.get(execution_id)
             if running is None or running.task is None or running.stopped is not None:
                 continue
@@ -521,17 +549,49 @@ class Worker:
                 await _wait_any(stop, timeout_s=max(self.config.linger_s, self.sleep_s()))
 
     async def _heartbeat_loop(self, stop: asyncio.Event) -> None:
-        while not stop.is_set() or self.running:
-            await _wait_any(stop, timeout_s=self.config.heartbeat_s)
-            await self.heartbeat_once()
+        failures = 0
+        while not stop.is_set() or self.running or self._outcomes:
+            wait_s = self.config.heartbeat_s if failures == 0 else self._retry_in_s(failures)
+            if stop.is_set():
+                await asyncio.sleep(wait_s)
+            else:
+                await _wait_any(stop, timeout_s=wait_s)
+            try:
+                await self.heartbeat_once()
+            except TRANSIENT_ERRORS as exc:
+                failures += 1
+                log.warning("worker.heartbeat.retrying", error=f"{type(exc).__name__}: {exc}", held=len(self.running) + len(self._outcomes))
+                continue
+            failures = 0
+            health.tick("worker.heartbeat")
 
     async def _finish_loop(self, stop: asyncio.Event) -> None:
+        """Write outcomes as they come, in batches. A failed write is retried within a fraction
+        of a second on a fresh connection (never the loops' long backoff: the outcomes' leases
+        are running), and the loop ticks only while nothing waits or a write succeeded."""
+        failures = 0
         while not (self._closing and not self._outcomes):
-            await self._outcome_ready.wait()
-            if not self._closing:
-                await asyncio.sleep(self.config.linger_s)  # let outcomes gather into one statement
-            self._outcome_ready.clear()
-            await self.flush_outcomes()
+            if failures:
+                await asyncio.sleep(self._retry_in_s(failures))
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._outcome_ready.wait(), self.config.heartbeat_s)
+                if self._outcomes and not self._closing:
+                    await asyncio.sleep(self.config.linger_s)  # let outcomes gather into one statement
+                self._outcome_ready.clear()
+            try:
+                while await self.flush_outcomes():
+                    pass
+            except TRANSIENT_ERRORS as exc:
+                failures += 1
+                log.warning("worker.finish.retrying", error=f"{type(exc).__name__}: {exc}", waiting=len(self._outcomes))
+                continue
+            failures = 0
+            health.tick("worker.finish")
+
+    def _retry_in_s(self, failures: int) -> float:
+        """Jittered, doubling from 50 ms, and capped well inside the lease so several tries fit."""
+        return self.rng.uniform(0.5, 1.0) * min(0.05 * 2**failures, self.config.lease_s / 10)
 
     async def _drain(self) -> None:
         """After stop: let in-flight handlers finish within the grace, then hand the rest back

@@ -1,5 +1,5 @@
 """Postgres: the only package that imports asyncpg. SQL lives in queries.sql."""
 
-from schedulerd.store.store import Store, migrate, migrations_pending
+from schedulerd.store.store import REFUSED_ERRORS, RETRYABLE_ERRORS, Store, migrate, migrations_pending
 
-__all__ = ["Store", "migrate", "migrations_pending"]
+__all__ = ["REFUSED_ERRORS", "RETRYABLE_ERRORS", "Store", "migrate", "migrations_pending"]

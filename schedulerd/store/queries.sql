@@ -85,19 +85,30 @@ RETURNING *;
 -- name: execution_cancel_for_job
 -- Cancel a job's executions that have not started (pause, delete); $2 is the reason. A pause is
 -- also the late reason of each (resume clears it from the future ones it revives).
-UPDATE executions SET status = 'cancelled', reason = $2, finished_at = clock_timestamp(),
-       late_reason = CASE WHEN $2 = 'paused' THEN coalesce(late_reason, 'paused') ELSE late_reason END
-WHERE job_id = $1 AND status IN ('pending', 'queued')
-RETURNING id;
+WITH locked AS (
+    SELECT id, scheduled_for FROM executions WHERE job_id = $1 AND status IN ('pending', 'queued')
+    ORDER BY id FOR NO KEY UPDATE
+)
+UPDATE executions e SET status = 'cancelled', reason = $2, finished_at = clock_timestamp(),
+       late_reason = CASE WHEN $2 = 'paused' THEN coalesce(e.late_reason, 'paused') ELSE e.late_reason END
+FROM locked l
+WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
+RETURNING e.id;
 
 -- name: execution_revive_for_job
 -- On resume, give back the future slots a pause cancelled (their unique slot would otherwise
 -- block re-materialising): pending again, or queued when inside the dispatch horizon ($2 s).
-UPDATE executions SET reason = NULL, finished_at = NULL, late_reason = NULL,
-       status = CASE WHEN due_at <= clock_timestamp() + make_interval(secs => $2) THEN 'queued' ELSE 'pending' END,
-       enqueued_at = CASE WHEN due_at <= clock_timestamp() + make_interval(secs => $2) THEN clock_timestamp() END
-WHERE job_id = $1 AND status = 'cancelled' AND reason = 'paused' AND scheduled_for > clock_timestamp()
-RETURNING *;
+WITH locked AS (
+    SELECT id, scheduled_for FROM executions
+    WHERE job_id = $1 AND status = 'cancelled' AND reason = 'paused' AND scheduled_for > clock_timestamp()
+    ORDER BY id FOR NO KEY UPDATE
+)
+UPDATE executions e SET reason = NULL, finished_at = NULL, late_reason = NULL,
+       status = CASE WHEN e.due_at <= clock_timestamp() + make_interval(secs => $2) THEN 'queued' ELSE 'pending' END,
+       enqueued_at = CASE WHEN e.due_at <= clock_timestamp() + make_interval(secs => $2) THEN clock_timestamp() END
+FROM locked l
+WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
+RETURNING e.*;
 
 -- name: execution_missed
 -- Unstarted first attempts of cron jobs overdue by more than the grace ($1 seconds), grouped by
@@ -120,22 +131,31 @@ LIMIT $2;
 -- Mark missed occurrences skipped by the misfire policy, unless one was claimed meanwhile, each
 -- with its late reason ($2). Returns the ids skipped and the late reason each carries. [$3, $4)
 -- bounds their scheduled_for (the partitions to visit).
+WITH locked AS (
+    SELECT e.id, e.scheduled_for, s.late_reason FROM executions e JOIN unnest($1::uuid[], $2::text[]) AS s(id, late_reason) ON e.id = s.id
+    WHERE e.status IN ('pending', 'queued') AND e.attempt = 0 AND e.scheduled_for >= $3 AND e.scheduled_for < $4
+    ORDER BY e.id FOR NO KEY UPDATE OF e
+)
 UPDATE executions e SET status = 'skipped', reason = 'misfire_skip', finished_at = clock_timestamp(),
-       late_reason = coalesce(e.late_reason, s.late_reason)
-FROM unnest($1::uuid[], $2::text[]) AS s(id, late_reason)
-WHERE e.id = s.id AND e.status IN ('pending', 'queued') AND e.attempt = 0
-  AND e.scheduled_for >= $3 AND e.scheduled_for < $4
+       late_reason = coalesce(e.late_reason, l.late_reason)
+FROM locked l
+WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
 RETURNING e.id, e.late_reason;
 
 -- name: execution_replay_many
 -- Let missed occurrences run late, spread by the given delays (seconds) so a recovery is not a
 -- second outage, each with its late reason ($3). Returns them for ZADD at their new due times.
 -- [$4, $5) bounds scheduled_for.
+WITH locked AS (
+    SELECT e.id, e.scheduled_for, r.delay_s, r.late_reason
+    FROM executions e JOIN unnest($1::uuid[], $2::float8[], $3::text[]) AS r(id, delay_s, late_reason) ON e.id = r.id
+    WHERE e.status IN ('pending', 'queued') AND e.attempt = 0 AND e.scheduled_for >= $4 AND e.scheduled_for < $5
+    ORDER BY e.id FOR NO KEY UPDATE OF e
+)
 UPDATE executions e SET status = 'queued', reason = 'late_replay', enqueued_at = clock_timestamp(),
-       due_at = clock_timestamp() + make_interval(secs => r.delay_s), late_reason = coalesce(e.late_reason, r.late_reason)
-FROM unnest($1::uuid[], $2::float8[], $3::text[]) AS r(id, delay_s, late_reason)
-WHERE e.id = r.id AND e.status IN ('pending', 'queued') AND e.attempt = 0
-  AND e.scheduled_for >= $4 AND e.scheduled_for < $5
+       due_at = clock_timestamp() + make_interval(secs => l.delay_s), late_reason = coalesce(e.late_reason, l.late_reason)
+FROM locked l
+WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
 RETURNING e.id, e.due_at, e.tenant, e.late_reason;
 
 -- name: execution_get
@@ -171,77 +191,106 @@ RETURNING e.id, e.due_at, e.tenant;
 -- Only jobs whose overlap policy is allow: the others go through execution_claim_guarded under
 -- their job's lock. Ids not returned were claimed by someone else, finished, not yet due, or
 -- belong to a guarded job (the worker passes those on). [$4, $5) bounds their scheduled_for, so
--- only their partitions are visited.
+-- only their partitions are visited. A first attempt starting more than $6 s after it was due
+-- records why it was late (schedulerd_late_reason, $7: the replica silence that counts as down);
+-- marked_late returns the reason recorded now, for the metric.
+-- Rows are locked in id order (the `locked` CTE), as by every statement that writes several
+-- executions, so no two such statements can deadlock.
+WITH locked AS (
+    SELECT e.id, e.scheduled_for,
+           CASE WHEN e.attempt = 0 AND e.late_reason IS NULL AND clock_timestamp() > e.due_at + make_interval(secs => $6)
+                THEN schedulerd_late_reason(e.reason, e.scheduled_for, $7) END AS marked_late
+    FROM executions e JOIN jobs j ON j.id = e.job_id
+    WHERE e.id = ANY($1::uuid[]) AND e.scheduled_for >= $4 AND e.scheduled_for < $5
+      AND e.status IN ('pending', 'queued') AND e.due_at <= clock_timestamp() AND j.overlap = 'allow'
+    ORDER BY e.id FOR NO KEY UPDATE OF e
+)
 UPDATE executions e SET status = 'running', attempt = e.attempt + 1, fence = e.fence + 1,
        lease_until = clock_timestamp() + make_interval(secs => $2), worker = $3,
-       started_at = clock_timestamp(), first_started_at = coalesce(e.first_started_at, clock_timestamp())
-FROM jobs j
-WHERE e.id = ANY($1::uuid[]) AND e.scheduled_for >= $4 AND e.scheduled_for < $5
-  AND e.status IN ('pending', 'queued') AND e.due_at <= clock_timestamp()
-  AND j.id = e.job_id AND j.overlap = 'allow'
+       started_at = clock_timestamp(), first_started_at = coalesce(e.first_started_at, clock_timestamp()),
+       late_reason = coalesce(l.marked_late, e.late_reason)
+FROM locked l, jobs j
+WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for AND j.id = e.job_id
 RETURNING e.id, e.job_id, e.tenant, e.scheduled_for, e.due_at, e.attempt, e.fence, e.started_at,
           j.task, j.params, j.timeout_s, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s,
-          j.overlap;
+          j.overlap, l.marked_late;
 
 -- name: execution_claim_due
 -- The fallback while Redis is unreachable: claim up to $1 due executions straight from
--- Postgres, oldest first, like execution_claim_many (lease $2 s, worker $3). SKIP LOCKED lets
--- every worker poll at once without waiting on each other. Due executions of guarded jobs are
--- returned unclaimed (guarded = true, the other columns NULL) for execution_claim_guarded.
+-- Postgres, oldest first, like execution_claim_many (lease $2 s, worker $3, late after $4 s,
+-- down after $5 s). SKIP LOCKED lets every worker poll at once without waiting on each other (so
+-- it can never be part of a deadlock). Due executions of guarded jobs are returned unclaimed
+-- (guarded = true, the other columns NULL) for execution_claim_guarded.
 WITH d AS (
-    SELECT id, scheduled_for, job_id FROM executions
+    SELECT id, scheduled_for, job_id,
+           CASE WHEN attempt = 0 AND late_reason IS NULL AND clock_timestamp() > due_at + make_interval(secs => $4)
+                THEN schedulerd_late_reason(reason, scheduled_for, $5) END AS marked_late
+    FROM executions
     WHERE status IN ('pending', 'queued') AND due_at <= clock_timestamp()
-    ORDER BY due_at LIMIT $1 FOR UPDATE SKIP LOCKED
+    ORDER BY due_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE executions e SET status = 'running', attempt = e.attempt + 1, fence = e.fence + 1,
            lease_until = clock_timestamp() + make_interval(secs => $2), worker = $3,
-           started_at = clock_timestamp(), first_started_at = coalesce(e.first_started_at, clock_timestamp())
+           started_at = clock_timestamp(), first_started_at = coalesce(e.first_started_at, clock_timestamp()),
+           late_reason = coalesce(d.marked_late, e.late_reason)
     FROM d, jobs j
     WHERE e.id = d.id AND e.scheduled_for = d.scheduled_for AND j.id = e.job_id AND j.overlap = 'allow'
     RETURNING e.id, e.job_id, e.tenant, e.scheduled_for, e.due_at, e.attempt, e.fence, e.started_at,
               j.task, j.params, j.timeout_s, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s,
-              j.overlap
+              j.overlap, d.marked_late
 )
 SELECT claimed.*, false AS guarded FROM claimed
 UNION ALL
-SELECT d.id, d.job_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, j.overlap, true
+SELECT d.id, d.job_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, j.overlap, NULL, true
 FROM d JOIN jobs j ON j.id = d.job_id WHERE j.overlap <> 'allow';
 
 -- name: execution_heartbeat_many
 -- Extend the leases of running executions still held at the given fences; ids not returned
 -- have lost their lease (reclaimed by the sweeper) and their handlers must stop; cancel_requested
--- says an overlap policy (cancel_other) asked the handler to stop. [$4, $5) bounds their scheduled_for.
+-- says an overlap policy (cancel_other) asked the handler to stop. [$4, $5) bounds their
+-- scheduled_for. Locks in id order (see execution_claim_many).
+WITH locked AS (
+    SELECT e.id, e.scheduled_for FROM executions e JOIN unnest($1::uuid[], $2::bigint[]) AS h(id, fence) ON e.id = h.id
+    WHERE e.fence = h.fence AND e.status = 'running' AND e.scheduled_for >= $4 AND e.scheduled_for < $5
+    ORDER BY e.id FOR NO KEY UPDATE OF e
+)
 UPDATE executions e SET lease_until = clock_timestamp() + make_interval(secs => $3)
-FROM unnest($1::uuid[], $2::bigint[]) AS h(id, fence)
-WHERE e.id = h.id AND e.fence = h.fence AND e.status = 'running' AND e.scheduled_for >= $4 AND e.scheduled_for < $5
+FROM locked l
+WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
 RETURNING e.id, e.cancel_requested_at IS NOT NULL AS cancel_requested;
 
 -- name: execution_finish_many
 -- Record the outcome of a batch of attempts, each only if its fence still holds. Per row:
--- $4 status to move to (succeeded | queued | pending | failed | cancelled), $5 the attempt's outcome,
--- $6 its error, $7 the retry delay in seconds (NULL when not retrying), $8 its detail (what the
+-- $3 status to move to (succeeded | queued | pending | failed | cancelled), $4 the attempt's outcome,
+-- $5 its error, $6 the retry delay in seconds (NULL when not retrying), $7 its detail (what the
 -- handler returned, JSON text). Writes the attempt row in the same statement. Returns the rows
 -- that took effect, with due_at for re-enqueueing. [$8, $9) bounds their scheduled_for.
+-- Locks in id order (see execution_claim_many).
 WITH input AS (
     SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::float8[], $7::text[])
         AS i(id, fence, status, outcome, error, retry_delay_s, detail)
+), locked AS (
+    SELECT e.id, e.scheduled_for, i.status, i.outcome, i.error, i.retry_delay_s, i.detail
+    FROM executions e JOIN input i ON e.id = i.id
+    WHERE e.fence = i.fence AND e.status = 'running' AND e.scheduled_for >= $8 AND e.scheduled_for < $9
+    ORDER BY e.id FOR NO KEY UPDATE OF e
 ), finished AS (
     UPDATE executions e SET
-        status = i.status,
-        due_at = CASE WHEN i.retry_delay_s IS NULL THEN e.due_at
-                      ELSE clock_timestamp() + make_interval(secs => i.retry_delay_s) END,
-        enqueued_at = CASE WHEN i.status = 'queued' THEN clock_timestamp() ELSE e.enqueued_at END,
-        finished_at = CASE WHEN i.status IN ('succeeded', 'failed', 'cancelled') THEN clock_timestamp() END,
+        status = l.status,
+        due_at = CASE WHEN l.retry_delay_s IS NULL THEN e.due_at
+                      ELSE clock_timestamp() + make_interval(secs => l.retry_delay_s) END,
+        enqueued_at = CASE WHEN l.status = 'queued' THEN clock_timestamp() ELSE e.enqueued_at END,
+        finished_at = CASE WHEN l.status IN ('succeeded', 'failed', 'cancelled') THEN clock_timestamp() END,
         lease_until = NULL,
-        last_error = coalesce(i.error, e.last_error),
-        reason = CASE WHEN i.status = 'cancelled' THEN 'overlap' ELSE e.reason END
-    FROM input i
-    WHERE e.id = i.id AND e.fence = i.fence AND e.status = 'running' AND e.scheduled_for >= $8 AND e.scheduled_for < $9
-    RETURNING e.id, e.fence, e.attempt, e.worker, e.started_at, e.status, e.due_at, e.tenant, e.scheduled_for
+        last_error = coalesce(l.error, e.last_error),
+        reason = CASE WHEN l.status = 'cancelled' THEN 'overlap' ELSE e.reason END
+    FROM locked l
+    WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
+    RETURNING e.id, e.fence, e.attempt, e.worker, e.started_at, e.status, e.due_at, e.tenant, e.scheduled_for,
+              l.outcome, l.error, l.detail
 ), recorded AS (
     INSERT INTO attempts (execution_id, attempt, fence, worker, started_at, finished_at, outcome, error, detail, scheduled_for)
-    SELECT f.id, f.attempt, f.fence, f.worker, f.started_at, clock_timestamp(), i.outcome, i.error, i.detail, f.scheduled_for
-    FROM finished f JOIN input i ON i.id = f.id AND i.fence = f.fence  -- a stale outcome of the same execution may share the batch
+    SELECT id, attempt, fence, worker, started_at, clock_timestamp(), outcome, error, detail, scheduled_for FROM finished
 )
 SELECT id, status, due_at, tenant FROM finished;
 
@@ -249,11 +298,16 @@ SELECT id, status, due_at, tenant FROM finished;
 -- A worker shutting down gives back executions it holds (fences in $2) that did not finish in
 -- the grace: queued again, due now, and the attempt is not counted (the claim will count it
 -- again). The interrupted attempt is recorded as 'handed_back'. [$3, $4) bounds scheduled_for.
-WITH back AS (
+-- Locks in id order (see execution_claim_many).
+WITH locked AS (
+    SELECT e.id, e.scheduled_for FROM executions e JOIN unnest($1::uuid[], $2::bigint[]) AS h(id, fence) ON e.id = h.id
+    WHERE e.fence = h.fence AND e.status = 'running' AND e.scheduled_for >= $3 AND e.scheduled_for < $4
+    ORDER BY e.id FOR NO KEY UPDATE OF e
+), back AS (
     UPDATE executions e SET status = 'queued', attempt = e.attempt - 1, due_at = clock_timestamp(),
            enqueued_at = clock_timestamp(), lease_until = NULL
-    FROM unnest($1::uuid[], $2::bigint[]) AS h(id, fence)
-    WHERE e.id = h.id AND e.fence = h.fence AND e.status = 'running' AND e.scheduled_for >= $3 AND e.scheduled_for < $4
+    FROM locked l
+    WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
     RETURNING e.id, e.attempt + 1 AS attempt, e.fence, e.worker, e.started_at, e.due_at, e.tenant, e.scheduled_for
 ), recorded AS (
     INSERT INTO attempts (execution_id, attempt, fence, worker, started_at, finished_at, outcome, error, scheduled_for)
@@ -457,19 +511,25 @@ SELECT migration_id FROM _yoyo_migration;
 -- started (a redriven execution's attempt 1 is not its first: it keeps it).
 -- A first attempt whose new due time is past its grace ($5 s, counted from scheduled_for plus the
 -- job's smearing window: repeated parks do not drift) gets late reason $6 if it has none;
--- newly_late says which did, for the metric (the self-join reads the value before this update).
--- [$7, $8) bounds scheduled_for.
+-- newly_late says which did, for the metric. [$7, $8) bounds scheduled_for.
+-- Locks in id order (see execution_claim_many).
+WITH locked AS (
+    SELECT e.id, e.scheduled_for, p.delay_s,
+           CASE WHEN e.late_reason IS NULL AND e.attempt = 1
+                 AND clock_timestamp() + make_interval(secs => p.delay_s) > e.scheduled_for + make_interval(secs => j.window_s + $5)
+                THEN $6 END AS newly_late
+    FROM executions e JOIN unnest($1::uuid[], $2::bigint[], $3::float8[]) AS p(id, fence, delay_s) ON e.id = p.id
+         JOIN jobs j ON j.id = e.job_id
+    WHERE e.fence = p.fence AND e.status = 'running' AND e.scheduled_for >= $7 AND e.scheduled_for < $8
+    ORDER BY e.id FOR NO KEY UPDATE OF e
+)
 UPDATE executions e SET status = 'queued', attempt = e.attempt - 1, reason = $4,
-       due_at = clock_timestamp() + make_interval(secs => p.delay_s), enqueued_at = clock_timestamp(),
+       due_at = clock_timestamp() + make_interval(secs => l.delay_s), enqueued_at = clock_timestamp(),
        lease_until = NULL, first_started_at = CASE WHEN e.attempt = 1 AND e.redrives = 0 THEN NULL ELSE e.first_started_at END,
-       late_reason = CASE WHEN e.late_reason IS NULL AND e.attempt = 1
-                           AND clock_timestamp() + make_interval(secs => p.delay_s)
-                               > e.scheduled_for + make_interval(secs => j.window_s + $5)
-                          THEN $6 ELSE e.late_reason END
-FROM unnest($1::uuid[], $2::bigint[], $3::float8[]) AS p(id, fence, delay_s), executions before, jobs j
-WHERE e.id = p.id AND e.fence = p.fence AND e.status = 'running' AND before.id = p.id AND j.id = e.job_id
-  AND e.scheduled_for >= $7 AND e.scheduled_for < $8 AND before.scheduled_for >= $7 AND before.scheduled_for < $8
-RETURNING e.id, e.due_at, e.tenant, (before.late_reason IS NULL AND e.late_reason IS NOT NULL) AS newly_late;
+       late_reason = coalesce(e.late_reason, l.newly_late)
+FROM locked l
+WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
+RETURNING e.id, e.due_at, e.tenant, l.newly_late IS NOT NULL AS newly_late;
 
 -- name: job_lock_overlap
 -- Lock the guarded jobs (overlap policy other than allow) of these executions, in id order so two
@@ -510,17 +570,26 @@ ORDER BY e.job_id, e.scheduled_for, e.id;
 
 -- name: execution_claim_guarded
 -- Under job_lock_overlap: claim executions an overlap verdict started (as execution_claim_many:
--- lease $2 s, worker $3) and record each as its job's running execution.
-WITH claimed AS (
+-- lease $2 s, worker $3, late after $6 s, down after $7 s) and record each as its job's running
+-- execution. Locks in id order (see execution_claim_many).
+WITH locked AS (
+    SELECT e.id, e.scheduled_for,
+           CASE WHEN e.attempt = 0 AND e.late_reason IS NULL AND clock_timestamp() > e.due_at + make_interval(secs => $6)
+                THEN schedulerd_late_reason(e.reason, e.scheduled_for, $7) END AS marked_late
+    FROM executions e
+    WHERE e.id = ANY($1::uuid[]) AND e.scheduled_for >= $4 AND e.scheduled_for < $5
+      AND e.status IN ('pending', 'queued') AND e.due_at <= clock_timestamp()
+    ORDER BY e.id FOR NO KEY UPDATE OF e
+), claimed AS (
     UPDATE executions e SET status = 'running', attempt = e.attempt + 1, fence = e.fence + 1,
            lease_until = clock_timestamp() + make_interval(secs => $2), worker = $3,
-           started_at = clock_timestamp(), first_started_at = coalesce(e.first_started_at, clock_timestamp())
-    FROM jobs j
-    WHERE e.id = ANY($1::uuid[]) AND e.scheduled_for >= $4 AND e.scheduled_for < $5
-      AND e.status IN ('pending', 'queued') AND e.due_at <= clock_timestamp() AND j.id = e.job_id
+           started_at = clock_timestamp(), first_started_at = coalesce(e.first_started_at, clock_timestamp()),
+           late_reason = coalesce(l.marked_late, e.late_reason)
+    FROM locked l, jobs j
+    WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for AND j.id = e.job_id
     RETURNING e.id, e.job_id, e.tenant, e.scheduled_for, e.due_at, e.attempt, e.fence, e.started_at,
               j.task, j.params, j.timeout_s, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s,
-              j.overlap
+              j.overlap, l.marked_late
 ), held AS (
     UPDATE jobs j SET overlap_running = c.id, overlap_running_for = c.scheduled_for FROM claimed c WHERE j.id = c.job_id
 )
@@ -530,20 +599,30 @@ SELECT * FROM claimed;
 -- Under job_lock_overlap: mark occurrences an overlap verdict skipped (due meanwhile, or a waiting
 -- one replaced), unless one started meanwhile, with late reason overlap (it never ran).
 -- Returns the ids skipped.
-UPDATE executions SET status = 'skipped', reason = 'overlap', finished_at = clock_timestamp(),
-       late_reason = coalesce(late_reason, 'overlap')
-WHERE id = ANY($1::uuid[]) AND scheduled_for >= $2 AND scheduled_for < $3 AND status IN ('pending', 'queued')
-RETURNING id;
+WITH locked AS (
+    SELECT id, scheduled_for FROM executions
+    WHERE id = ANY($1::uuid[]) AND scheduled_for >= $2 AND scheduled_for < $3 AND status IN ('pending', 'queued')
+    ORDER BY id FOR NO KEY UPDATE
+)
+UPDATE executions e SET status = 'skipped', reason = 'overlap', finished_at = clock_timestamp(),
+       late_reason = coalesce(e.late_reason, 'overlap')
+FROM locked l
+WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
+RETURNING e.id;
 
 -- name: execution_wait_overlap
 -- Under job_lock_overlap: park the occurrences an overlap verdict made wait (one per job): pending,
 -- reason overlap_buffered, due at the far-future sentinel 9999-12-31 (so no loop picks it up and
 -- no gauge counts it overdue) until execution_release_waiting; their jobs point at them.
-WITH waiting AS (
-    UPDATE executions SET status = 'pending', reason = 'overlap_buffered',
-           due_at = '9999-12-31 00:00:00+00', enqueued_at = NULL
+WITH locked AS (
+    SELECT id, scheduled_for FROM executions
     WHERE id = ANY($1::uuid[]) AND scheduled_for >= $2 AND scheduled_for < $3 AND status IN ('pending', 'queued')
-    RETURNING id, job_id, scheduled_for
+    ORDER BY id FOR NO KEY UPDATE
+), waiting AS (
+    UPDATE executions e SET status = 'pending', reason = 'overlap_buffered',
+           due_at = '9999-12-31 00:00:00+00', enqueued_at = NULL
+    FROM locked l WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
+    RETURNING e.id, e.job_id, e.scheduled_for
 ), pointed AS (
     UPDATE jobs j SET overlap_waiting = w.id, overlap_waiting_for = w.scheduled_for FROM waiting w WHERE j.id = w.job_id
 )
@@ -552,10 +631,14 @@ SELECT id FROM waiting;
 -- name: execution_request_cancel
 -- Under job_lock_overlap: ask the running executions of these jobs (cancel_other) to stop; their
 -- workers learn it from the next heartbeat. Returns the executions asked.
+WITH locked AS (
+    SELECT e.id, e.scheduled_for FROM executions e JOIN jobs j ON e.id = j.overlap_running AND e.scheduled_for = j.overlap_running_for
+    WHERE j.id = ANY($1::uuid[]) AND e.status = 'running'
+    ORDER BY e.id FOR NO KEY UPDATE OF e
+)
 UPDATE executions e SET cancel_requested_at = coalesce(e.cancel_requested_at, clock_timestamp())
-FROM jobs j
-WHERE j.id = ANY($1::uuid[]) AND e.id = j.overlap_running AND e.scheduled_for = j.overlap_running_for
-  AND e.status = 'running'
+FROM locked l
+WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
 RETURNING e.id;
 
 -- name: execution_release_waiting
@@ -569,12 +652,15 @@ WITH free AS (
                       AND r.scheduled_for = j.overlap_running_for AND r.status = 'running')
 ), cleared AS (
     UPDATE jobs j SET overlap_waiting = NULL, overlap_waiting_for = NULL FROM free f WHERE j.id = f.id
+), locked AS (
+    SELECT e.id, e.scheduled_for, f.overlap FROM executions e JOIN free f ON e.id = f.overlap_waiting AND e.scheduled_for = f.overlap_waiting_for
+    WHERE e.status = 'pending' AND e.reason = 'overlap_buffered'
+    ORDER BY e.id FOR NO KEY UPDATE OF e
 )
 UPDATE executions e SET status = 'queued', due_at = clock_timestamp(), enqueued_at = clock_timestamp()
-FROM free f
-WHERE e.id = f.overlap_waiting AND e.scheduled_for = f.overlap_waiting_for
-  AND e.status = 'pending' AND e.reason = 'overlap_buffered'
-RETURNING e.id, e.due_at, e.tenant, f.overlap;
+FROM locked l
+WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
+RETURNING e.id, e.due_at, e.tenant, l.overlap;
 
 -- name: job_overlap_stalled
 -- The sweeper's safety net: jobs with a waiting occurrence whose last started execution no longer
@@ -663,10 +749,13 @@ LIMIT $9;
 -- attempt back to 0, fence raised, due one after another at $3 per second from now (queued when
 -- inside the dispatch horizon, $4 seconds). reason 'redrive' keeps a redriven cron occurrence from
 -- being judged a misfire. Each redrive is recorded in redrives by $5. Returns them for ZADD.
-WITH target AS (
-    SELECT e.id, e.attempt, e.last_error, row_number() OVER (ORDER BY t.n) - 1 AS n
+WITH locked AS (  -- in id order, as every statement writing several executions
+    SELECT e.id, e.attempt, e.last_error, t.n
     FROM unnest($1::uuid[]) WITH ORDINALITY AS t(id, n) JOIN executions e ON e.id = t.id JOIN jobs j ON j.id = e.job_id
     WHERE e.status = 'failed' AND ($2::text IS NULL OR e.tenant = $2) AND j.enabled
+    ORDER BY e.id FOR NO KEY UPDATE OF e
+), target AS (
+    SELECT id, attempt, last_error, row_number() OVER (ORDER BY n) - 1 AS n FROM locked
 ), redriven AS (
     UPDATE executions e SET
         status = CASE WHEN t.n / $3 <= $4 THEN 'queued' ELSE 'pending' END,
@@ -687,17 +776,7 @@ SELECT id, status, due_at, tenant FROM redriven;
 -- Every redrive of one execution, oldest first.
 SELECT * FROM redrives WHERE execution_id = $1 ORDER BY fence;
 
--- name: execution_mark_late_many
--- First attempts that started past their grace after their due time (seen at claim): record why, unless
--- a reason is already recorded (the misfire judge's, a park's). A parked one takes its park's
--- reason; otherwise scheduler_down when no worker replica was alive at the scheduled time
--- (silent over $2 s), else backlog. Returns those marked now, for the metric. [$3, $4) bounds
--- their scheduled_for.
-UPDATE executions e SET late_reason = CASE e.reason WHEN 'breaker_open' THEN 'breaker_open' WHEN 'task_limit' THEN 'tenant_cap'
-       ELSE CASE WHEN EXISTS (SELECT 1 FROM replicas r WHERE 'worker' = ANY(r.roles) AND r.started_at <= e.scheduled_for
-                     AND r.last_seen_at >= e.scheduled_for - make_interval(secs => $2)) THEN 'backlog' ELSE 'scheduler_down' END END
-WHERE e.id = ANY($1::uuid[]) AND e.late_reason IS NULL AND e.scheduled_for >= $3 AND e.scheduled_for < $4
-RETURNING e.id, e.late_reason;
+
 
 -- name: execution_late_page
 -- Occurrences that did not start within their grace ($1 s), newest scheduled first, scheduled in
@@ -727,10 +806,7 @@ SELECT * FROM (
       AND ($5::text IS NULL OR e.late_reason = $5)
     UNION ALL
     SELECT * FROM (
-        SELECT w.*, CASE w.reason WHEN 'breaker_open' THEN 'breaker_open' WHEN 'task_limit' THEN 'tenant_cap'
-                    ELSE CASE WHEN EXISTS (SELECT 1 FROM replicas r WHERE 'worker' = ANY(r.roles) AND r.started_at <= w.scheduled_for
-                                                 AND r.last_seen_at >= w.scheduled_for - make_interval(secs => $7))
-                              THEN 'backlog' ELSE 'scheduler_down' END END AS why
+        SELECT w.*, schedulerd_late_reason(w.reason, w.scheduled_for, $7) AS why
         FROM waiting w
     ) judged WHERE ($5::text IS NULL OR judged.why = $5)
 ) late
@@ -803,10 +879,15 @@ ORDER BY job_id, scheduled_for;
 -- started, so no history is lost, and their slots are free should the rules change back. A row
 -- claimed meanwhile is left alone. Their Redis entries need no removal: the claim finds no row.
 -- Returns the ids deleted.
-DELETE FROM executions e
-USING unnest($1::uuid[], $2::timestamptz[]) AS d(id, scheduled_for)
-WHERE e.id = d.id AND e.scheduled_for = d.scheduled_for AND e.attempt = 0
-  AND ((e.status IN ('pending', 'queued') AND e.reason IS NULL) OR (e.status = 'cancelled' AND e.reason = 'paused'))
+WITH locked AS (
+    SELECT e.id, e.scheduled_for FROM executions e
+    JOIN unnest($1::uuid[], $2::timestamptz[]) AS d(id, scheduled_for) ON e.id = d.id AND e.scheduled_for = d.scheduled_for
+    WHERE e.attempt = 0
+      AND ((e.status IN ('pending', 'queued') AND e.reason IS NULL) OR (e.status = 'cancelled' AND e.reason = 'paused'))
+    ORDER BY e.id FOR UPDATE OF e
+)
+DELETE FROM executions e USING locked l
+WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
 RETURNING e.id;
 
 -- name: job_set_tzdata_version

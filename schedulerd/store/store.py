@@ -21,6 +21,15 @@ from schedulerd.models import (
 from schedulerd.store.sql import QUERIES
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+# A write that failed with one of these may succeed unchanged when tried again on a fresh
+# connection: the connection broke or hung, the server is restarting, a lock wait gave up.
+RETRYABLE_ERRORS: tuple[type[BaseException], ...] = (
+    OSError, TimeoutError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError, asyncpg.QueryCanceledError,
+    asyncpg.TransactionRollbackError, asyncpg.LockNotAvailableError, asyncpg.OperatorInterventionError,
+    asyncpg.InsufficientResourcesError,
+)  # fmt: skip
+# Any other error from Postgres refused the statement for what it carries: the same rows fail again.
+REFUSED_ERRORS: tuple[type[BaseException], ...] = (asyncpg.PostgresError,)
 CopySink = Callable[[bytes], Awaitable[None]]
 
 
@@ -209,32 +218,57 @@ class Store:
         rows = await self.db.fetch(QUERIES["execution_dispatch_due"], horizon_s, limit)
         return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows]
 
-    async def execution_claim_many(self, execution_ids: Sequence[str], lease_s: float, worker: str) -> list[Claim]:
-        rows = await self.db.fetch(
-            QUERIES["execution_claim_many"], execution_ids, lease_s, worker, *scheduled_for_bounds(execution_ids)
-        )
+    async def _fetch_bounded(self, query: str, *args: Any, timeout_s: float | None) -> list[asyncpg.Record]:
+        """A worker's write that must not hang: bounded by timeout_s, and a connection that
+        timed out or broke is closed rather than returned to the pool, so the caller's retry runs
+        on a fresh one (a half-open connection would otherwise take every retry's timeout)."""
+        if timeout_s is None or not isinstance(self.db, asyncpg.Pool):
+            return await self.db.fetch(query, *args, timeout=timeout_s)
+        connection = await self.db.acquire(timeout=timeout_s)
+        try:
+            return await connection.fetch(query, *args, timeout=timeout_s)
+        except (TimeoutError, OSError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError):
+            connection.terminate()
+            raise
+        finally:
+            await self.db.release(connection)
+
+    async def execution_claim_many(
+        self, execution_ids: Sequence[str], lease_s: float, worker: str, *, late_after_s: float = 60.0,
+        down_after_s: float = 15.0, timeout_s: float | None = None,
+    ) -> list[Claim]:  # fmt: skip
+        """Claim what is still claimable; a first attempt past late_after_s records its late reason."""
+        rows = await self._fetch_bounded(
+            QUERIES["execution_claim_many"], execution_ids, lease_s, worker, *scheduled_for_bounds(execution_ids),
+            late_after_s, down_after_s, timeout_s=timeout_s,
+        )  # fmt: skip
         return [Claim.from_row(r) for r in rows]
 
-    async def execution_claim_due(self, limit: int, lease_s: float, worker: str) -> tuple[list[Claim], list[str]]:
+    async def execution_claim_due(
+        self, limit: int, lease_s: float, worker: str, *, late_after_s: float = 60.0, down_after_s: float = 15.0
+    ) -> tuple[list[Claim], list[str]]:
         """(claims of allow jobs, ids of due executions of guarded jobs: for execution_claim_guarded)."""
-        rows = await self.db.fetch(QUERIES["execution_claim_due"], limit, lease_s, worker)
+        rows = await self.db.fetch(QUERIES["execution_claim_due"], limit, lease_s, worker, late_after_s, down_after_s)
         return [Claim.from_row(r) for r in rows if not r["guarded"]], [str(r["id"]) for r in rows if r["guarded"]]
 
     async def execution_heartbeat_many(
-        self, held: Sequence[tuple[UUID, int]], lease_s: float
+        self, held: Sequence[tuple[UUID, int]], lease_s: float, *, timeout_s: float | None = None
     ) -> dict[UUID, bool]:
         """Extend leases; returns the ids whose lease still holds, each with whether an overlap
         policy (cancel_other) asked it to stop."""
         ids = [h[0] for h in held]
-        rows = await self.db.fetch(
-            QUERIES["execution_heartbeat_many"], ids, [h[1] for h in held], lease_s, *scheduled_for_bounds(ids)
-        )
+        rows = await self._fetch_bounded(
+            QUERIES["execution_heartbeat_many"], ids, [h[1] for h in held], lease_s, *scheduled_for_bounds(ids),
+            timeout_s=timeout_s,
+        )  # fmt: skip
         return {r["id"]: r["cancel_requested"] for r in rows}
 
-    async def execution_finish_many(self, outcomes: Sequence[Outcome]) -> list[tuple[UUID, str, datetime, str]]:
+    async def execution_finish_many(
+        self, outcomes: Sequence[Outcome], *, timeout_s: float | None = None
+    ) -> list[tuple[UUID, str, datetime, str]]:
         """Record outcomes guarded by fence; returns (id, new status, due_at, tenant) of those that took effect."""
         ids = [o.execution_id for o in outcomes]
-        rows = await self.db.fetch(
+        rows = await self._fetch_bounded(
             QUERIES["execution_finish_many"],
             ids,
             [o.fence for o in outcomes],
@@ -244,6 +278,7 @@ class Store:
             [o.retry_delay_s for o in outcomes],
             [o.detail for o in outcomes],
             *scheduled_for_bounds(ids),
+            timeout_s=timeout_s,
         )
         return [(r["id"], r["status"], r["due_at"], r["tenant"]) for r in rows]
 
@@ -288,9 +323,14 @@ class Store:
         ids = list(execution_ids)
         return await self.db.fetch(QUERIES["execution_overlap_state"], ids, list(job_ids), *scheduled_for_bounds(ids))
 
-    async def execution_claim_guarded(self, execution_ids: Sequence[UUID], lease_s: float, worker: str) -> list[Claim]:
+    async def execution_claim_guarded(
+        self, execution_ids: Sequence[UUID], lease_s: float, worker: str, *, late_after_s: float = 60.0,
+        down_after_s: float = 15.0,
+    ) -> list[Claim]:  # fmt: skip
         ids = list(execution_ids)
-        rows = await self.db.fetch(QUERIES["execution_claim_guarded"], ids, lease_s, worker, *scheduled_for_bounds(ids))
+        rows = await self.db.fetch(
+            QUERIES["execution_claim_guarded"], ids, lease_s, worker, *scheduled_for_bounds(ids), late_after_s, down_after_s
+        )
         return [Claim.from_row(r) for r in rows]
 
     async def execution_skip_overlap(self, execution_ids: Sequence[UUID]) -> set[UUID]:
@@ -472,13 +512,6 @@ class Store:
         return [Redrive.from_row(r) for r in await self.db.fetch(QUERIES["redrive_list"], execution_id)]
 
     # --- late occurrences and the due forecast (issue 9) --------------------------------------
-
-    async def execution_mark_late_many(self, execution_ids: Sequence[UUID], down_after_s: float) -> dict[UUID, str]:
-        """Record why these first attempts started late (those without a reason yet); returns the marked."""
-        rows = await self.db.fetch(
-            QUERIES["execution_mark_late_many"], list(execution_ids), down_after_s, *scheduled_for_bounds(execution_ids)
-        )
-        return {r["id"]: r["late_reason"] for r in rows}
 
     async def execution_late_page(
         self, *, grace_s: float, since: datetime, tenant: str | None = None, job_id: UUID | None = None,
