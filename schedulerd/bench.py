@@ -94,6 +94,10 @@ FROM executions WHERE scheduled_for >= $1 AND scheduled_for < $2
 """
 # Attempt rows beyond one per execution: an attempt that was abandoned (lease expired) or failed.
 EXTRA_ATTEMPTS = "SELECT coalesce(sum(n - 1), 0) FROM (SELECT count(*) AS n FROM attempts GROUP BY execution_id) a"
+LEASE_RECLAIMS = "SELECT count(*) FROM attempts WHERE outcome = 'lease_expired'"
+# Log lines that fail the gate whatever the figures say: a write that deadlocked, a lease taken
+# from a live worker, anything logged as an error, a traceback.
+_ALARMING = re.compile(r'Deadlock|lease_expired|"level": ?"(error|critical|exception)"|Traceback')
 
 
 @dataclass
@@ -206,6 +210,16 @@ def stop_replicas(replicas: list[Replica]) -> None:
         except subprocess.TimeoutExpired:
             r.process.kill()
             r.process.wait()
+
+
+def alarming_lines(replicas: list[Replica]) -> list[str]:
+    """The replicas' log lines that fail the gate (_ALARMING), each prefixed with its replica."""
+    found = []
+    for r in replicas:
+        for line in r.log_path.read_text(errors="replace").splitlines():
+            if _ALARMING.search(line):
+                found.append(f"{r.name}: {line[:300]}")
+    return found
 
 
 def _check_alive(replicas: list[Replica]) -> None:
@@ -335,9 +349,12 @@ async def run_bench(args: argparse.Namespace, workload: Workload) -> dict[str, A
         pg_cpu_after, redis_cpu_after = await _server_cpu(db, rds)
         pg_cpu_s = sum(cpu - pg_cpu_before.get(pid, 0.0) for pid, cpu in pg_cpu_after.items())
 
+        stop_replicas(replicas)  # their shutdown (drain, hand-back) is part of what the logs must show clean
+        alarming = alarming_lines(replicas)
         row = dict(await db.fetchrow(RESULTS, t0, t_end))
         row["lost"] += max(0, expected - row["executions"])  # occurrences never even written
         extra_attempts = await db.fetchval(EXTRA_ATTEMPTS)
+        lease_reclaims = await db.fetchval(LEASE_RECLAIMS)
         span = row.pop("start_span_s")
         started = row.pop("started")
         result: dict[str, Any] = {
@@ -351,6 +368,9 @@ async def run_bench(args: argparse.Namespace, workload: Workload) -> dict[str, A
             **{k: (v if isinstance(v, int) or v is None else round(float(v), 1 if k.endswith("_ms") else 3))
                for k, v in row.items()},
             "extra_attempts": int(extra_attempts),
+            "lease_reclaims": int(lease_reclaims),
+            "alarming_log_lines": len(alarming),
+            "alarming_log_sample": alarming[:5],
             "throughput_per_s": round(started / float(span), 1) if span else None,
             "rss_mb_max": round(rss_mb_max, 1),
             "cpu_s": round(cpu_s, 2),
@@ -408,7 +428,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--quick", action="store_true", help="CI smoke test: steady 500/s for 5 s; fails on lost or duplicates"
     )
-    scenarios = parser.add_subparsers(dest="scenario", metavar="{steady,spike,cron}")
+    scenarios = parser.add_subparsers(dest="scenario", metavar="{steady,spike,cron,gate}")
     steady = scenarios.add_parser("steady", help="R*S one-off executions due uniformly at R per second")
     steady.add_argument("--rate", type=float, required=True, help="executions due per second")
     steady.add_argument("--duration", type=float, required=True, help="seconds over which they fall due")
@@ -418,9 +438,27 @@ def _parser() -> argparse.ArgumentParser:
     cron.add_argument("--jobs", type=int, required=True)
     cron.add_argument("--window", default="0s", help="smearing window per job, e.g. 60s (default: exact time)")
     cron.add_argument("--minutes", type=int, default=3, help="minutes of occurrences to measure")
-    for p in (steady, spike, cron):
+    gate = scenarios.add_parser(
+        "gate", help=f"CI's correctness gate: spike {GATE_SPIKE:,} then steady {GATE_RATE:,.0f}/s for {GATE_SECONDS:g} s; "
+        "fails on anything lost, any extra attempt or lease reclaim, any error line in the replicas' logs",
+    )  # fmt: skip
+    for p in (steady, spike, cron, gate):
         common(p, suppress=True)
     return parser
+
+
+GATE_SPIKE = 50_000
+GATE_RATE, GATE_SECONDS = 5_000.0, 20.0
+
+
+def gate_failures(result: dict[str, Any]) -> list[str]:
+    """What makes a run fail the gate: correctness only, never an absolute speed."""
+    checks = {
+        "lost": result["lost"], "unfinished": result["unfinished"], "started more than once": result["duplicates"],
+        "extra attempts": result["extra_attempts"], "lease reclaims": result["lease_reclaims"],
+        "alarming log lines": result["alarming_log_lines"], "replicas crashed": len(result["crashed"]),
+    }  # fmt: skip
+    return [f"{name}: {value}" for name, value in checks.items() if value]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -438,6 +476,8 @@ def main(argv: list[str] | None = None) -> int:
         # A short horizon keeps the rows written ahead proportional to the run, and a frequent
         # materialiser picks the new jobs up quickly; --set overrides either.
         args.settings = [("MATERIALISER_HORIZON_S", "180"), ("MATERIALISER_INTERVAL_S", "5"), *args.settings]
+    elif args.scenario == "gate":
+        workload = Workload("gate", GATE_SPIKE, 0.0, 0.0)
     else:
         workload = Workload("spike", args.count, 0.0, 0.0)
     if workload.count < 1 or args.replicas < 1:
@@ -448,16 +488,37 @@ def main(argv: list[str] | None = None) -> int:
         raise KeyboardInterrupt  # unwinds through run_bench's finally, like Ctrl-C
 
     signal.signal(signal.SIGTERM, on_sigterm)
-    try:
-        result = asyncio.run(run_bench(args, workload))
-    except KeyboardInterrupt:
-        print("bench: interrupted; replicas, database and Redis keys cleaned up", file=sys.stderr)
-        return 130
-    except RuntimeError as exc:  # a replica died or never came up; cleanup has run
-        print(f"bench: error: {exc}", file=sys.stderr)
-        return 1
+    runs = [workload] if workload.scenario != "gate" else [
+        Workload("spike", GATE_SPIKE, 0.0, 0.0),
+        Workload("steady", round(GATE_RATE * GATE_SECONDS), 1e6 / GATE_RATE, GATE_SECONDS - 1 / GATE_RATE),
+    ]  # fmt: skip
+    failed = False
+    for run in runs:
+        if workload.scenario == "gate" and run.scenario == "steady":
+            args.rate, args.duration = GATE_RATE, GATE_SECONDS
+        elif workload.scenario == "gate":
+            args.count = run.count
+        try:
+            result = asyncio.run(run_bench(args, run))
+        except KeyboardInterrupt:
+            print("bench: interrupted; replicas, database and Redis keys cleaned up", file=sys.stderr)
+            return 130
+        except RuntimeError as exc:  # a replica died or never came up; cleanup has run
+            print(f"bench: error: {exc}", file=sys.stderr)
+            return 1
+        _report(result)
+        failures = gate_failures(result)
+        if failures and workload.scenario == "gate":
+            print(f"gate: {run.scenario} FAILED: {'; '.join(failures)}")
+            for line in result["alarming_log_sample"]:
+                print(f"  {line}")
+        failed = failed or bool(failures)
+    if workload.scenario == "gate" and not failed:
+        print("gate: passed (spike and steady: nothing lost, no extra attempt, no lease reclaim, clean logs)")
+    return 1 if failed else 0
 
-    r = result
+
+def _report(r: dict[str, Any]) -> None:
     print(f"{r['scenario']}: {r['executions']} executions on {r['replicas']} replica(s): "
           f"{r['succeeded']} succeeded, {r['failed']} failed, {r['unfinished']} unfinished, "
           f"{r['lost']} lost, {r['duplicates']} started more than once")  # fmt: skip
@@ -467,8 +528,9 @@ def main(argv: list[str] | None = None) -> int:
           f"after start-up); Postgres backends {r['pg_cpu_s']} s, Redis {r['redis_cpu_s']} s; logs in {r['logs']}")  # fmt: skip
     if r["crashed"]:
         print(f"replicas that exited during the run: {', '.join(r['crashed'])}")
+    print(f"extra attempts {r['extra_attempts']}, lease reclaims {r['lease_reclaims']}, "
+          f"alarming log lines {r['alarming_log_lines']}")  # fmt: skip
     print(json.dumps(r), flush=True)
-    return 1 if r["lost"] or r["duplicates"] or r["crashed"] else 0
 
 
 if __name__ == "__main__":
