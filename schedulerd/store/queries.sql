@@ -195,22 +195,24 @@ RETURNING e.id, e.due_at, e.tenant;
 -- records why it was late (schedulerd_late_reason, $7: the replica silence that counts as down);
 -- marked_late returns the reason recorded now, for the metric.
 -- Rows are locked in id order (the `locked` CTE), as by every statement that writes several
--- executions, so no two such statements can deadlock.
+-- executions, so no two such statements can deadlock. The CTE looks rows up by id alone (no join
+-- to jobs): a join let the planner walk the (job_id, scheduled_for) index over a spike's single
+-- instant, 200,000 rows filtered against 256 ids per claim (100 ms a batch).
 WITH locked AS (
     SELECT e.id, e.scheduled_for,
            CASE WHEN e.attempt = 0 AND e.late_reason IS NULL AND clock_timestamp() > e.due_at + make_interval(secs => $6)
                 THEN schedulerd_late_reason(e.reason, e.scheduled_for, $7) END AS marked_late
-    FROM executions e JOIN jobs j ON j.id = e.job_id
+    FROM executions e
     WHERE e.id = ANY($1::uuid[]) AND e.scheduled_for >= $4 AND e.scheduled_for < $5
-      AND e.status IN ('pending', 'queued') AND e.due_at <= clock_timestamp() AND j.overlap = 'allow'
-    ORDER BY e.id FOR NO KEY UPDATE OF e
+      AND e.status IN ('pending', 'queued') AND e.due_at <= clock_timestamp()
+    ORDER BY e.id FOR NO KEY UPDATE
 )
 UPDATE executions e SET status = 'running', attempt = e.attempt + 1, fence = e.fence + 1,
        lease_until = clock_timestamp() + make_interval(secs => $2), worker = $3,
        started_at = clock_timestamp(), first_started_at = coalesce(e.first_started_at, clock_timestamp()),
        late_reason = coalesce(l.marked_late, e.late_reason)
 FROM locked l, jobs j
-WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for AND j.id = e.job_id
+WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for AND j.id = e.job_id AND j.overlap = 'allow'
 RETURNING e.id, e.job_id, e.tenant, e.scheduled_for, e.due_at, e.attempt, e.fence, e.started_at,
           j.task, j.params, j.timeout_s, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s,
           j.overlap, l.marked_late;
