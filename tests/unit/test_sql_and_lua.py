@@ -27,3 +27,12 @@ def test_lua_header_matches_file_name(path: Path) -> None:
     documented = sorted(set(re.findall(r"KEYS\[(\d+)\]\s", text.split("]]")[0])))
     assert [int(k) for k in documented] == list(range(1, declared_keys + 1))
     assert re.search(r"ARGV\[1\]", text) and "Returns:" in text
+
+
+@pytest.mark.parametrize("name", [n for n, q in sql.QUERIES.items() if re.search(r"(UPDATE|DELETE FROM) executions", q)])
+def test_every_write_to_executions_locks_in_id_order_or_skips_locked(name: str) -> None:
+    """Two statements locking the same executions in different orders deadlock under load
+    (tests/integration/test_lock_order.py shows it): each one locks through a CTE ordered by id,
+    or takes only rows nobody holds (SKIP LOCKED), which never waits."""
+    query = sql.QUERIES[name]
+    assert re.search(r"ORDER BY (e\.)?id FOR (NO KEY )?UPDATE", query) or "SKIP LOCKED" in query, name
