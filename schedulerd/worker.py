@@ -161,22 +161,23 @@ class Worker:
                 log.warning("worker.epoch_lost", epoch=pop.epoch)
                 self.on_epoch_lost()
             self.stats.known_epoch = pop.epoch
-        if not pop.execution_ids:
+        # An id this worker already holds (a duplicate queue entry) is never claimed again by it:
+        # that is what makes adopting rows running under its own id safe (_claim).
+        popped = [i for i in pop.execution_ids if UUID(i) not in self.running and UUID(i) not in self._outcomes]
+        if not popped:
             return 0
         try:
-            claims = await self.store.execution_claim_many(
-                pop.execution_ids, self.config.lease_s, self.worker_id, timeout_s=self.write_timeout_s, **self._claim_terms
-            )
+            claims = await self._claim(popped)
         except BaseException:
             # The ids left Redis but nobody owns them: put them back rather than wait for the sweeper.
-            await self._give_back(pop, pop.execution_ids)
+            await self._give_back(pop, popped)
             raise
         settled = 0
-        if len(claims) < len(pop.execution_ids):
+        if len(claims) < len(popped):
             # Rare but for guarded jobs (overlap policy other than allow), which that statement
             # leaves to the claim under their job's lock; other misses are someone else's claims.
             claimed = {str(c.id) for c in claims}
-            missed = [i for i in pop.execution_ids if i not in claimed]
+            missed = [i for i in popped if i not in claimed]
             try:
                 judged = await overlap.claim_guarded(
                     self.store, missed, self.config.lease_s, self.worker_id, **self._claim_terms
@@ -185,10 +186,25 @@ class Worker:
             except TRANSIENT_ERRORS as exc:  # run what was claimed; the rest go back to the queue
                 log.warning("worker.guarded_claim_failed", count=len(missed), error=str(exc))
                 await self._give_back(pop, missed)
-        self.stats.dropped += len(pop.execution_ids) - len(claims) - settled
-        metrics.CLAIM_CONFLICTS.inc(len(pop.execution_ids) - len(claims) - settled)
+        self.stats.dropped += len(popped) - len(claims) - settled
+        metrics.CLAIM_CONFLICTS.inc(len(popped) - len(claims) - settled)
         faults.hit("after_claim")  # fault suite only: claimed rows whose handlers never start
         return await self._admit(claims)
+
+    async def _claim(self, execution_ids: list[str]) -> list[Claim]:
+        """The batched claim. When it fails on the way (connection broken or timed out), it may
+        have committed with its reply lost: claim again at once on a fresh connection, adopting
+        rows already running under this worker's id, so they run now instead of waiting for the
+        sweeper to charge an attempt that never started."""
+        claim = functools.partial(
+            self.store.execution_claim_many, execution_ids, self.config.lease_s, self.worker_id,
+            timeout_s=self.write_timeout_s, **self._claim_terms,
+        )  # fmt: skip
+        try:
+            return await claim()
+        except RETRYABLE_ERRORS as exc:
+            log.warning("worker.claim.retrying", count=len(execution_ids), error=f"{type(exc).__name__}: {exc}")
+            return await claim(adopt=True)
 
     async def _give_back(self, pop: Pop, execution_ids: list[str]) -> None:
         """Put popped ids nobody claimed back in Redis (due at the pop's instant), best effort."""

@@ -235,12 +235,13 @@ class Store:
 
     async def execution_claim_many(
         self, execution_ids: Sequence[str], lease_s: float, worker: str, *, late_after_s: float = 60.0,
-        down_after_s: float = 15.0, timeout_s: float | None = None,
+        down_after_s: float = 15.0, timeout_s: float | None = None, adopt: bool = False,
     ) -> list[Claim]:  # fmt: skip
-        """Claim what is still claimable; a first attempt past late_after_s records its late reason."""
+        """Claim what is still claimable; a first attempt past late_after_s records its late reason.
+        adopt: also take back rows already running under `worker` (after a claim whose reply was lost)."""
         rows = await self._fetch_bounded(
             QUERIES["execution_claim_many"], execution_ids, lease_s, worker, *scheduled_for_bounds(execution_ids),
-            late_after_s, down_after_s, timeout_s=timeout_s,
+            late_after_s, down_after_s, adopt, timeout_s=timeout_s,
         )  # fmt: skip
         return [Claim.from_row(r) for r in rows]
 

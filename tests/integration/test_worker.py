@@ -69,6 +69,21 @@ async def test_claim_race_has_exactly_one_winner_per_execution(make_job, store) 
     assert all(c.fence == 1 and c.attempt == 1 for c in claims_a + claims_b)
 
 
+async def test_a_claim_whose_reply_was_lost_is_adopted_by_its_worker_only(make_job, store) -> None:
+    """A claim can commit while its reply is lost with the connection: the worker claims again
+    with adopt, taking back the rows running under its own id without charging another attempt."""
+    ids = [str((await make_job())[1].id) for _ in range(3)]
+    (lost,) = await store.execution_claim_many(ids[:1], 10.0, "worker-a")  # committed; reply never read
+    await store.execution_claim_many(ids[1:2], 10.0, "worker-b")  # someone else's
+
+    claims = await store.execution_claim_many(ids, 10.0, "worker-a", adopt=True)
+
+    by_id = {str(c.id): c for c in claims}
+    assert set(by_id) == {ids[0], ids[2]}  # its own lost claim and the unclaimed one, not worker-b's
+    assert (by_id[ids[0]].attempt, by_id[ids[0]].fence) == (lost.attempt, lost.fence + 1)
+    assert await store.execution_claim_many(ids, 10.0, "worker-c", adopt=True) == []
+
+
 async def test_duplicate_enqueue_runs_once(make_job, make_worker, queue, store) -> None:
     _, execution = await make_job("sleep", params={"seconds": 0.2})
     worker_a, worker_b = make_worker("worker-a"), make_worker("worker-b")
