@@ -6,6 +6,7 @@ import asyncio
 import statistics
 from typing import Any
 
+from schedulerd import health
 from schedulerd.models import AttemptOutcome, ExecutionStatus, Outcome
 from schedulerd.registry import TaskContext, task
 from tests.integration.conftest import run_until_idle, settle
@@ -213,3 +214,47 @@ async def test_shutdown_hands_unfinished_executions_back_without_using_an_attemp
     assert await queue.missing([str(slow.id)]) == []
     claims = await store.execution_claim_many([str(slow.id)], 10.0, "next")
     assert [(c.attempt, c.fence) for c in claims] == [(1, 2)]  # the same attempt number, a newer fence
+
+
+async def test_an_outcome_waiting_to_be_written_keeps_its_lease_and_readiness_follows_the_writer(
+    make_job, make_worker, store, monkeypatch
+) -> None:
+    """While the finish write fails, the outcome stays held: the heartbeat extends its lease, the
+    finish loop retries within a fraction of a second (and does not tick, so /readyz fails), and
+    the outcome lands as soon as a write goes through."""
+    _, execution = await make_job("noop")
+    worker = make_worker("worker-a")
+    assert await worker.run_once() == 1
+    await asyncio.gather(*(r.task for r in worker.running.values() if r.task is not None))
+    assert execution.id in worker._outcomes and not worker.running  # handler done, outcome held
+
+    real_finish, attempts = store.execution_finish_many, 0
+
+    async def broken(*args, **kwargs):
+        nonlocal attempts
+        attempts += 1
+        raise ConnectionResetError("connection reset by peer")
+
+    monkeypatch.setattr(store, "execution_finish_many", broken)
+    health.forget()
+    finish_age = lambda: health.expect({"worker.finish": 10.0}).ages()["worker.finish"]  # noqa: E731
+    stop = asyncio.Event()
+    loop = asyncio.create_task(worker._finish_loop(stop))
+    await asyncio.sleep(0.6)
+    assert attempts >= 3  # retried promptly, not after the loops' seconds-long backoff
+    assert finish_age() is None  # not ready: outcomes wait and no write succeeds
+
+    before = (await store.execution_get(execution.id)).lease_until
+    assert await worker.heartbeat_once() == 1  # the held outcome's lease is extended
+    assert (await store.execution_get(execution.id)).lease_until > before
+
+    monkeypatch.setattr(store, "execution_finish_many", real_finish)
+    for _ in range(50):
+        if not worker._outcomes:
+            break
+        await asyncio.sleep(0.05)
+    worker._closing = True
+    worker._outcome_ready.set()
+    await asyncio.wait_for(loop, 5)
+    assert (await store.execution_get(execution.id)).status == ExecutionStatus.SUCCEEDED
+    assert finish_age() is not None
