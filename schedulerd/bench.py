@@ -93,7 +93,7 @@ SELECT count(*) AS executions,
 FROM executions WHERE scheduled_for >= $1 AND scheduled_for < $2
 """
 # Attempt rows beyond one per execution: an attempt that was abandoned (lease expired) or failed.
-EXTRA_ATTEMPTS = "SELECT coalesce(sum(n - 1), 0) FROM (SELECT count(*) AS n FROM attempts GROUP BY execution_id) a"
+EXTRA_ATTEMPTS = "SELECT coalesce(sum(n - 1), 0) FROM (SELECT count(*) AS n FROM attempt_history GROUP BY execution_id) a"
 LEASE_RECLAIMS = "SELECT count(*) FROM attempts WHERE outcome = 'lease_expired'"
 # Log lines that fail the gate whatever the figures say: a write that deadlocked, a lease taken
 # from a live worker, anything logged as an error, a traceback.

@@ -173,7 +173,7 @@ LIMIT $4;
 
 -- name: attempt_list
 -- Every finished or abandoned attempt of one execution, oldest first.
-SELECT * FROM attempts WHERE execution_id = $1 AND scheduled_for >= $2 AND scheduled_for < $3 ORDER BY fence;
+SELECT * FROM attempt_history WHERE execution_id = $1 AND scheduled_for >= $2 AND scheduled_for < $3 ORDER BY fence;
 
 -- name: execution_dispatch_due
 -- Move pending executions due within the horizon ($1, seconds) to queued, at most $2 of them,
@@ -269,8 +269,9 @@ RETURNING e.id, e.cancel_requested_at IS NOT NULL AS cancel_requested;
 -- Record the outcome of a batch of attempts, each only if its fence still holds. Per row:
 -- $3 status to move to (succeeded | queued | pending | failed | cancelled), $4 the attempt's outcome,
 -- $5 its error, $6 the retry delay in seconds (NULL when not retrying), $7 its detail (what the
--- handler returned, JSON text). Writes the attempt row in the same statement. Returns the rows
--- that took effect, with due_at for re-enqueueing. [$8, $9) bounds their scheduled_for.
+-- handler returned, JSON text). Writes the attempt row in the same statement, except for a
+-- success: the execution row records that attempt (with its detail; see attempt_history).
+-- Returns the rows that took effect, with due_at for re-enqueueing. [$8, $9) bounds their scheduled_for.
 -- Locks in id order (see execution_claim_many).
 WITH input AS (
     SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::float8[], $7::text[])
@@ -289,7 +290,8 @@ WITH input AS (
         finished_at = CASE WHEN l.status IN ('succeeded', 'failed', 'cancelled') THEN clock_timestamp() END,
         lease_until = NULL,
         last_error = coalesce(l.error, e.last_error),
-        reason = CASE WHEN l.status = 'cancelled' THEN 'overlap' ELSE e.reason END
+        reason = CASE WHEN l.status = 'cancelled' THEN 'overlap' ELSE e.reason END,
+        detail = CASE WHEN l.outcome = 'succeeded' THEN l.detail END
     FROM locked l
     WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
     RETURNING e.id, e.fence, e.attempt, e.worker, e.started_at, e.status, e.due_at, e.tenant, e.scheduled_for,
@@ -297,6 +299,7 @@ WITH input AS (
 ), recorded AS (
     INSERT INTO attempts (execution_id, attempt, fence, worker, started_at, finished_at, outcome, error, detail, scheduled_for)
     SELECT id, attempt, fence, worker, started_at, clock_timestamp(), outcome, error, detail, scheduled_for FROM finished
+    WHERE outcome <> 'succeeded'
 )
 SELECT id, status, due_at, tenant FROM finished;
 
@@ -686,7 +689,7 @@ SELECT j.id AS job_id, d.duration_s
 FROM unnest($1::uuid[]) AS j(id)
 CROSS JOIN LATERAL (
     SELECT extract(epoch FROM a.finished_at - a.started_at)::float8 AS duration_s
-    FROM executions e JOIN attempts a ON a.execution_id = e.id AND a.scheduled_for = e.scheduled_for
+    FROM executions e JOIN attempt_history a ON a.execution_id = e.id AND a.scheduled_for = e.scheduled_for
     WHERE e.job_id = j.id AND e.scheduled_for <= now()
       AND a.outcome IN ('succeeded', 'failed', 'timed_out')
     ORDER BY e.scheduled_for DESC, a.fence DESC
@@ -734,7 +737,7 @@ SELECT * FROM executions WHERE scheduled_for >= $1 AND scheduled_for < $2 ORDER 
 
 -- name: partition_export_attempts
 -- One day's attempts for export before its partition is dropped.
-SELECT * FROM attempts WHERE scheduled_for >= $1 AND scheduled_for < $2 ORDER BY scheduled_for, execution_id, fence;
+SELECT * FROM attempt_history WHERE scheduled_for >= $1 AND scheduled_for < $2 ORDER BY scheduled_for, execution_id, fence;
 
 -- name: execution_failed_page
 -- The dead-letter list: failed executions, most recently failed first, of tenant $1 (NULL: every

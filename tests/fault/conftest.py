@@ -394,13 +394,13 @@ async def check(
     }
     succeeded_twice = await store.db.fetchval(
         """SELECT count(*) FROM executions e WHERE e.tenant = $1 AND e.status = 'succeeded'
-           AND (SELECT count(*) FROM attempts a WHERE a.execution_id = e.id AND a.outcome = 'succeeded') <> 1""",
+           AND (SELECT count(*) FROM attempt_history a WHERE a.execution_id = e.id AND a.outcome = 'succeeded') <> 1""",
         tenant,
     )
     overlaps = await store.db.fetchval(
         """SELECT count(*) FROM (
                SELECT a.started_at, lag(a.finished_at) OVER (PARTITION BY a.execution_id ORDER BY a.fence) AS previous_end
-               FROM attempts a JOIN executions e ON e.id = a.execution_id WHERE e.tenant = $1) x
+               FROM attempt_history a JOIN executions e ON e.id = a.execution_id WHERE e.tenant = $1) x
            WHERE started_at < previous_end""",
         tenant,
     )
@@ -413,7 +413,7 @@ async def check(
     rerun_gap = await store.db.fetchval(
         """SELECT extract(epoch FROM max(gap)) FROM (
                SELECT a.started_at - lag(a.started_at) OVER (PARTITION BY a.execution_id ORDER BY a.fence) AS gap
-               FROM attempts a JOIN executions e ON e.id = a.execution_id WHERE e.tenant = $1) x""",
+               FROM attempt_history a JOIN executions e ON e.id = a.execution_id WHERE e.tenant = $1) x""",
         tenant,
     )
     return Figures(

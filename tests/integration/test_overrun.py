@@ -16,7 +16,8 @@ from schedulerd.store import Store
 
 
 async def add_history(store: Store, job_id: UUID, tenant: str, durations_s: list[float], every_s: float = 300.0) -> None:
-    """Finished past executions of a job, newest first, each with one attempt of the given duration."""
+    """Finished past executions of a job, newest first, each with one attempt of the given
+    duration (a succeeded attempt is recorded on its execution row alone, as the worker does)."""
     now = await store.clock_now()
     for k, duration_s in enumerate(durations_s, start=1):
         scheduled_for = now - timedelta(seconds=every_s * k + 1)
@@ -24,13 +25,8 @@ async def add_history(store: Store, job_id: UUID, tenant: str, durations_s: list
         finished_at = scheduled_for + timedelta(seconds=duration_s)
         await store.db.execute(
             "INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, attempt, fence, started_at, "
-            "first_started_at, finished_at) VALUES ($1, $2, $3, $4, $4, 'succeeded', 1, 1, $4, $4, $5)",
+            "first_started_at, finished_at, worker) VALUES ($1, $2, $3, $4, $4, 'succeeded', 1, 1, $4, $4, $5, 'w')",
             new_id, job_id, tenant, scheduled_for, finished_at,
-        )  # fmt: skip
-        await store.db.execute(
-            "INSERT INTO attempts (execution_id, attempt, fence, worker, started_at, finished_at, outcome, scheduled_for) "
-            "VALUES ($1, 1, 1, 'w', $2, $3, 'succeeded', $2)",
-            new_id, scheduled_for, finished_at,
         )  # fmt: skip
 
 

@@ -31,17 +31,22 @@ async def partition_of(store: Store, execution: uuid.UUID) -> str:
 
 
 async def write_day(store: Store, job_id: uuid.UUID, day: date, count: int, *, status: str = "succeeded") -> list[uuid.UUID]:
-    """`count` executions of `job_id` on `day`, each with one attempt, in the given status."""
+    """`count` executions of `job_id` on `day`, each with one attempt, in the given status (a
+    succeeded attempt lives on its execution row; any other gets an attempts row)."""
     times = [datetime(day.year, day.month, day.day, 10, tzinfo=UTC) + timedelta(minutes=i) for i in range(count)]
     rows = [(execution_id(t), job_id, "default", t, t) for t in times]
     await store.execution_insert_many(rows, horizon_s=0)
     ids = [r[0] for r in rows]
-    await store.db.execute("UPDATE executions SET status = $2, attempt = 1, fence = 1 WHERE id = ANY($1)", ids, status)
     await store.db.execute(
-        "INSERT INTO attempts (execution_id, attempt, fence, started_at, finished_at, outcome, scheduled_for)"
-        " SELECT id, 1, 1, scheduled_for, scheduled_for, 'succeeded', scheduled_for FROM executions WHERE id = ANY($1)",
-        ids,
-    )
+        "UPDATE executions SET status = $2, attempt = 1, fence = 1, worker = 'w', started_at = scheduled_for,"
+        " finished_at = CASE WHEN $2 = 'succeeded' THEN scheduled_for END WHERE id = ANY($1)", ids, status,
+    )  # fmt: skip
+    if status != "succeeded":
+        await store.db.execute(
+            "INSERT INTO attempts (execution_id, attempt, fence, started_at, finished_at, outcome, scheduled_for)"
+            " SELECT id, 1, 1, scheduled_for, scheduled_for, 'failed', scheduled_for FROM executions WHERE id = ANY($1)",
+            ids,
+        )
     return ids
 
 

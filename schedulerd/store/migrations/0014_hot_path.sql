@@ -19,3 +19,25 @@ $$;
 -- only the running rows (a few hundred per replica): index them by a column that never changes.
 DROP INDEX executions_running_lease;
 CREATE INDEX executions_running ON executions (scheduled_for) WHERE status = 'running';
+
+-- A succeeded attempt is recorded on its execution alone: the row already holds its worker,
+-- fence, start and end, and now what the handler returned (detail). Writing an attempts row for
+-- it too cost a heap insert and an index entry per execution, on the hottest statement. attempts
+-- keeps every other attempt (failed, timed out, lease expired, handed back, cancelled);
+-- attempt_history shows all of them, succeeded ones included, as one table did before.
+ALTER TABLE executions ADD COLUMN detail text;
+
+UPDATE executions e SET detail = a.detail
+FROM attempts a
+WHERE a.execution_id = e.id AND a.scheduled_for = e.scheduled_for AND a.fence = e.fence
+  AND a.outcome = 'succeeded' AND e.status = 'succeeded' AND a.detail IS NOT NULL;
+DELETE FROM attempts a USING executions e
+WHERE a.execution_id = e.id AND a.scheduled_for = e.scheduled_for AND a.fence = e.fence
+  AND a.outcome = 'succeeded' AND e.status = 'succeeded';
+
+CREATE VIEW attempt_history AS
+SELECT execution_id, attempt, fence, worker, started_at, finished_at, outcome, error, detail, scheduled_for
+FROM attempts
+UNION ALL
+SELECT id, attempt, fence, worker, started_at, finished_at, 'succeeded', NULL, detail, scheduled_for
+FROM executions WHERE status = 'succeeded';
