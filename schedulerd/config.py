@@ -91,6 +91,7 @@ class DispatcherConfig:
 class SweeperConfig:
     interval_s: float = 2.0
     grace_s: float = 2.0  # overdue this long and absent from Redis: re-enqueue
+    live_holder_grace_s: float = 15.0  # an expired lease whose replica still reports itself alive is left to it this much longer
     batch_size: int = 1000
 
 

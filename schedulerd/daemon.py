@@ -86,7 +86,7 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
             await materialiser.run_once()
         except TRANSIENT_ERRORS as exc:
             log.warning("materialiser.error", error=f"{type(exc).__name__}: {exc}")
-    sweeper = Sweeper(store, queue, config.sweeper)
+    sweeper = Sweeper(store, queue, config.sweeper, down_after_s=config.late.down_after_s)
     if "sweeper" in config.daemon.roles:
         services["sweeper"] = sweeper
     if "retention" in config.daemon.roles:

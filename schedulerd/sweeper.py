@@ -36,10 +36,11 @@ class SweepResult:
 
 
 class Sweeper:
-    def __init__(self, store: Store, queue: DelayQueue, config: SweeperConfig) -> None:
+    def __init__(self, store: Store, queue: DelayQueue, config: SweeperConfig, *, down_after_s: float = 15.0) -> None:
         self.store = store
         self.queue = queue
         self.config = config
+        self.down_after_s = down_after_s  # a replica silent this long is not alive ([late].down_after_s)
         self._epoch: str | None = None
         self._reconcile_requested = asyncio.Event()
 
@@ -55,7 +56,9 @@ class Sweeper:
         reclaimed = failed = 0
         requeue: list[Enqueue] = []
         while True:
-            handed_back = await self.store.execution_reclaim_expired(self.config.batch_size)
+            handed_back = await self.store.execution_reclaim_expired(
+                self.config.batch_size, live_holder_grace_s=self.config.live_holder_grace_s, down_after_s=self.down_after_s
+            )
             for row in handed_back:
                 log.warning(
                     "sweeper.lease_expired", execution_id=str(row["id"]), job_id=str(row["job_id"]),

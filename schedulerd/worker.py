@@ -42,6 +42,7 @@ log = structlog.get_logger("schedulerd.worker")
 ERROR_MAX_CHARS = 4000  # an attempt's recorded error (message plus the end of the traceback)
 DETAIL_MAX_CHARS = 4000  # an attempt's recorded detail (what the handler returned, as JSON)
 FINISH_BATCH_MAX = 1000  # outcomes written by one statement
+CLAIM_TRIES = 4  # a claim that fails on the way is tried this often (adopting its own lost claims) before giving up
 
 
 def describe_error(exc: BaseException) -> str:
@@ -193,18 +194,21 @@ class Worker:
 
     async def _claim(self, execution_ids: list[str]) -> list[Claim]:
         """The batched claim. When it fails on the way (connection broken or timed out), it may
-        have committed with its reply lost: claim again at once on a fresh connection, adopting
-        rows already running under this worker's id, so they run now instead of waiting for the
-        sweeper to charge an attempt that never started."""
-        claim = functools.partial(
-            self.store.execution_claim_many, execution_ids, self.config.lease_s, self.worker_id,
-            timeout_s=self.write_timeout_s, **self._claim_terms,
-        )  # fmt: skip
-        try:
-            return await claim()
-        except RETRYABLE_ERRORS as exc:
-            log.warning("worker.claim.retrying", count=len(execution_ids), error=f"{type(exc).__name__}: {exc}")
-            return await claim(adopt=True)
+        have committed with its reply lost: claim again within a fraction of a second on a fresh
+        connection, adopting rows already running under this worker's id, so they run now instead
+        of waiting for the sweeper to charge an attempt that never started."""
+        for tries in itertools.count(1):
+            try:
+                return await self.store.execution_claim_many(
+                    execution_ids, self.config.lease_s, self.worker_id, timeout_s=self.write_timeout_s,
+                    adopt=tries > 1, **self._claim_terms,
+                )  # fmt: skip
+            except RETRYABLE_ERRORS as exc:
+                if tries >= CLAIM_TRIES:
+                    raise
+                log.warning("worker.claim.retrying", count=len(execution_ids), error=f"{type(exc).__name__}: {exc}")
+                await asyncio.sleep(self._retry_in_s(tries))
+        raise AssertionError("unreachable")
 
     async def _give_back(self, pop: Pop, execution_ids: list[str]) -> None:
         """Put popped ids nobody claimed back in Redis (due at the pop's instant), best effort."""

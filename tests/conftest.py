@@ -158,6 +158,10 @@ FAST_SETTINGS = {
     "SCHEDULERD_SWEEPER_INTERVAL_S": "0.5",
     "SCHEDULERD_SWEEPER_GRACE_S": "1",
     "SCHEDULERD_DISPATCHER_INTERVAL_S": "0.5",
+    # Replicas report every 0.5 s and count as down after 1.5 s of silence, so a killed or frozen
+    # one loses its leases as soon as they expire (see [sweeper].live_holder_grace_s).
+    "SCHEDULERD_DAEMON_OBSERVE_INTERVAL_S": "0.5",
+    "SCHEDULERD_LATE_DOWN_AFTER_S": "1.5",
     "SCHEDULERD_LOG_FORMAT": "json",
 }
 

@@ -334,10 +334,16 @@ SELECT id, due_at, tenant FROM back;
 -- beside it down with it, attempt after attempt. Guarded by status, lease expiry and the fence
 -- read in the same statement, so a completion that lands first is never undone. Records the lost
 -- attempt. An execution an overlap policy asked to stop (cancel_other) is cancelled, not retried.
+-- A lease held by a replica that still reports itself alive (replicas.last_seen_at within $3 s)
+-- is left to it for $2 s more: its writes are slow (a lock, a flaky connection), not gone, and
+-- the outcome it holds would otherwise be thrown away and its handler run again.
 WITH expired AS (
     SELECT e.id, e.scheduled_for, e.fence, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s
     FROM executions e JOIN jobs j ON j.id = e.job_id
     WHERE e.status = 'running' AND e.lease_until < clock_timestamp()
+      AND (e.lease_until < clock_timestamp() - make_interval(secs => $2)
+           OR NOT EXISTS (SELECT 1 FROM replicas r WHERE r.worker_id = e.worker
+                          AND r.last_seen_at > clock_timestamp() - make_interval(secs => $3)))
     ORDER BY e.lease_until LIMIT $1 FOR UPDATE OF e SKIP LOCKED
 ), reclaimed AS (
     UPDATE executions e SET

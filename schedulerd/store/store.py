@@ -228,7 +228,8 @@ class Store:
         try:
             return await connection.fetch(query, *args, timeout=timeout_s)
         except (TimeoutError, OSError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError):
-            connection.terminate()
+            with contextlib.suppress(asyncpg.InterfaceError):  # a connection that broke is already let go
+                connection.terminate()
             raise
         finally:
             await self.db.release(connection)
@@ -301,9 +302,13 @@ class Store:
         )  # fmt: skip
         return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows], sum(r["newly_late"] for r in rows)
 
-    async def execution_reclaim_expired(self, limit: int) -> list[dict[str, Any]]:
-        """The executions handed back: id, job_id, tenant, attempt, fence, worker, status, due_at."""
-        return [dict(r) for r in await self.db.fetch(QUERIES["execution_reclaim_expired"], limit)]
+    async def execution_reclaim_expired(
+        self, limit: int, *, live_holder_grace_s: float = 0.0, down_after_s: float = 15.0
+    ) -> list[dict[str, Any]]:
+        """The executions handed back: id, job_id, tenant, attempt, fence, worker, status, due_at.
+        A replica seen within down_after_s keeps its expired leases live_holder_grace_s longer."""
+        rows = await self.db.fetch(QUERIES["execution_reclaim_expired"], limit, live_holder_grace_s, down_after_s)
+        return [dict(r) for r in rows]
 
     # --- overlap policies: call the job_lock_* ones inside a transaction (schedulerd/overlap.py) --
 

@@ -22,7 +22,7 @@ from tests.fault.proxy import Proxy
 EXECUTIONS = 600
 SPREAD_S = 12.0
 # A 4 s lease, heartbeat each second: a write that hangs is abandoned after lease / 3.
-SETTINGS = {"SCHEDULERD_WORKER_LEASE_S": "4", "SCHEDULERD_WORKER_HEARTBEAT_S": "1", "SCHEDULERD_DAEMON_OBSERVE_INTERVAL_S": "1"}
+SETTINGS = {"SCHEDULERD_WORKER_LEASE_S": "4", "SCHEDULERD_WORKER_HEARTBEAT_S": "1"}
 
 
 @pytest.fixture

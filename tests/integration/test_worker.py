@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import statistics
+from dataclasses import replace
 from typing import Any
+
+import asyncpg
 
 from schedulerd import health
 from schedulerd.models import AttemptOutcome, ExecutionStatus, Outcome
 from schedulerd.registry import TaskContext, task
+from schedulerd.sweeper import Sweeper
 from tests.integration.conftest import run_until_idle, settle
 
 seen_contexts: list[TaskContext] = []
@@ -258,3 +262,59 @@ async def test_an_outcome_waiting_to_be_written_keeps_its_lease_and_readiness_fo
     await asyncio.wait_for(loop, 5)
     assert (await store.execution_get(execution.id)).status == ExecutionStatus.SUCCEEDED
     assert finish_age() is not None
+
+
+async def test_a_live_worker_keeps_its_outcome_through_a_table_lock_longer_than_its_lease(
+    make_job, make_worker, store, queue, config, database_url
+) -> None:
+    """The finish and the heartbeat wait behind a lock held past the lease (2 s here); the
+    sweeper's reclaim, queued behind the same lock, finds the holder's replica still reporting
+    itself alive and leaves the lease to it ([sweeper].live_holder_grace_s): the outcome lands
+    when the lock goes, and the handler is not run again."""
+    _, execution = await make_job("noop")
+    worker = make_worker("worker-a")
+    assert await worker.run_once() == 1
+    await asyncio.gather(*(r.task for r in worker.running.values() if r.task is not None))
+    await store.replica_report("worker-a", "host", 1, ["worker"], "test", await store.clock_now())
+    sweeper = Sweeper(store, queue, replace(config.sweeper, live_holder_grace_s=10.0))
+
+    locker = await asyncpg.connect(database_url)
+    try:
+        async with locker.transaction():
+            await locker.execute("LOCK TABLE executions IN ACCESS EXCLUSIVE MODE")
+            stop = asyncio.Event()
+            finishing = asyncio.create_task(worker._finish_loop(stop))
+            await asyncio.sleep(0.2)
+            sweeping = asyncio.create_task(sweeper.run_once())
+            await asyncio.sleep(config.worker.lease_s + 1.0)  # the lease has expired behind the lock
+    finally:
+        await locker.close()
+    swept = await asyncio.wait_for(sweeping, 10)
+    worker._closing = True
+    worker._outcome_ready.set()
+    await asyncio.wait_for(finishing, 10)
+
+    assert swept.reclaimed == 0 and swept.failed == 0
+    done = await store.execution_get(execution.id)
+    assert done.status == ExecutionStatus.SUCCEEDED and done.attempt == 1 and done.fence == 1
+
+
+async def test_an_outcome_postgres_refuses_does_not_hold_back_the_others(make_job, make_worker, store) -> None:
+    """One outcome in the batch carries text Postgres refuses (a NUL byte): the batch is split
+    until it stands alone, the others are written, and it is recorded with a plain error."""
+    executions = [(await make_job("sleep", params={"seconds": 5}))[1] for _ in range(5)]
+    worker = make_worker("worker-a")
+    assert await worker.run_once() == 5
+    claims = [r.claim for r in worker.running.values()]
+    bad = claims[2]
+    for claim in claims:
+        error = "boom\x00" if claim is bad else None
+        outcome = AttemptOutcome.FAILED if claim is bad else AttemptOutcome.SUCCEEDED
+        status = ExecutionStatus.FAILED if claim is bad else ExecutionStatus.SUCCEEDED
+        worker._outcomes[claim.id] = Outcome(claim.id, claim.fence, claim.task, status, outcome, error)
+
+    assert await worker.flush_outcomes() == 5
+    assert not worker._outcomes
+    by_id = {e.id: await store.execution_get(e.id) for e in executions}
+    assert by_id[bad.id].status == "failed" and "could not be recorded as reported" in by_id[bad.id].last_error
+    assert [e.status for i, e in by_id.items() if i != bad.id] == ["succeeded"] * 4
