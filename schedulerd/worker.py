@@ -570,6 +570,7 @@ class Worker:
 
     async def _heartbeat_loop(self, stop: asyncio.Event) -> None:
         failures = 0
+        health.tick("worker.heartbeat")  # nothing held yet, nothing failed
         while not stop.is_set() or self.running or self._outcomes:
             wait_s = self.config.heartbeat_s if failures == 0 else self._retry_in_s(failures)
             if stop.is_set():
@@ -590,6 +591,7 @@ class Worker:
         of a second on a fresh connection (never the loops' long backoff: the outcomes' leases
         are running), and the loop ticks only while nothing waits or a write succeeded."""
         failures = 0
+        health.tick("worker.finish")  # nothing waits yet
         while not (self._closing and not self._outcomes):
             if failures:
                 await asyncio.sleep(self._retry_in_s(failures))

@@ -40,4 +40,6 @@ async def test_metrics_show_start_lag_after_jobs_run_and_readyz_turns_ready(make
         return response.status_code == 200 and response.json()
 
     body = await wait_for(ready, timeout_s=20, interval_s=0.3)
-    assert set(body["last_tick_s_ago"]) == {"materialiser", "dispatcher", "worker", "sweeper", "retention", "observer"}
+    assert set(body["last_tick_s_ago"]) == {
+        "materialiser", "dispatcher", "worker", "worker.heartbeat", "worker.finish", "sweeper", "retention", "observer"
+    }  # fmt: skip

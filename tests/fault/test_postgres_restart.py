@@ -65,8 +65,9 @@ async def test_postgres_restart_mid_run_loses_nothing(fleet, private_postgres) -
 async def test_a_stale_outcome_in_the_same_batch_does_not_poison_the_finish_loop(store, queue, config) -> None:
     """What the restart above exposed: a worker whose outcome write failed (Postgres away) keeps
     it for the next flush; meanwhile the lease expired and the same worker claimed the execution
-    again. Its next batch then holds the stale outcome (fence 1) and the fresh one (fence 2).
-    The stale one must be fenced out, not fail the whole statement again and again."""
+    again. The worker holds one outcome per execution, the newest: the fresh one (fence 2)
+    replaces the stale one (fence 1), which would only be fenced out, and the write succeeds
+    (before, both shared a batch and failed the whole statement again and again)."""
     (execution_id,), _ = await insert_workload(store, 1, start_in_s=0.0, task="noop")
     await store.db.execute("UPDATE executions SET status = 'queued' WHERE id = $1", execution_id)
     worker = Worker(store, queue, config.worker, "replica-x", horizon_s=300)
@@ -79,8 +80,8 @@ async def test_a_stale_outcome_in_the_same_batch_does_not_poison_the_finish_loop
         (second,), _ = await store.execution_claim_due(10, 30, "replica-x")
         worker._record(second, AttemptOutcome.SUCCEEDED, None)
 
-        assert await worker.flush_outcomes() == 1  # the fresh one; the stale one fenced out
-        assert worker.stats.fenced_out == 1
+        assert await worker.flush_outcomes() == 1  # the fresh one; the stale one was replaced
+        assert worker.stats.fenced_out == 0 and not worker._outcomes
         final = await store.execution_get(execution_id)
         assert (final.status, final.fence) == ("succeeded", 2)
         assert [(a.fence, a.outcome) for a in await store.attempt_list(execution_id)] == [(1, "lease_expired"), (2, "succeeded")]
