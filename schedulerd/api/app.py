@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 import structlog
 from fastapi import FastAPI, Request, Security
@@ -70,7 +71,8 @@ class Services:
 
 class BodyLimit:
     """ASGI middleware: read the body up to api.max_body_bytes (+1) before the app sees it, so an
-    oversized request gets a 413 naming the limit whatever its Content-Length claims."""
+    oversized request gets a 413 naming the limit whatever its Content-Length claims. A query
+    parameter with a NUL is refused here too (422 naming it), before any handler sees it."""
 
     def __init__(self, app: Any, max_bytes: int) -> None:
         self.app, self.max_bytes = app, max_bytes
@@ -80,6 +82,10 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         refused = ApiError(413, "limit_exceeded", f"request body is larger than {self.max_bytes} bytes",
                            field="body", limit="api.max_body_bytes")  # fmt: skip
+        bad_query = _unstorable_query_parameter(scope.get("query_string", b""))
+        if bad_query is not None:
+            return await error_response(ApiError(422, "validation", "contains a NUL character, which cannot be stored",
+                                                 field=bad_query))(scope, receive, send)  # fmt: skip
         declared = dict(scope["headers"]).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > self.max_bytes:
             return await error_response(refused)(scope, receive, send)
@@ -103,6 +109,15 @@ class BodyLimit:
             return {"type": "http.request", "body": body, "more_body": False}
 
         await self.app(scope, replay, send)
+
+
+def _unstorable_query_parameter(query_string: bytes) -> str | None:
+    """The first query parameter (name or value) holding a NUL, which no text filter may carry
+    to Postgres; checked here once for every endpoint rather than in each handler."""
+    for name, value in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
+        if "\x00" in name or "\x00" in value:
+            return name.replace("\x00", "\\0") or "query"
+    return None
 
 
 def _pydantic_error(exc: RequestValidationError) -> ApiError:

@@ -17,10 +17,11 @@ from fastapi.responses import JSONResponse
 from schedulerd import registry
 from schedulerd.api import schemas
 from schedulerd.api.app import ERRORS, ApiError, Services
+from schedulerd.core.durations import parse_instant
 from schedulerd.core.overrun import Overrun
 from schedulerd.dead_letters import DeadLetters, FailedFilter
 from schedulerd.errors import ValidationError
-from schedulerd.jobs import JobSpec, labelled_next_runs, next_runs, schedule_of
+from schedulerd.jobs import JobSpec, labelled_next_runs, next_runs, schedule_of, validate
 from schedulerd.models import Attempt, Execution, Job, LastExecution, Redrive
 from schedulerd.overrun import overruns
 from schedulerd.store import Store
@@ -93,11 +94,8 @@ def decode_cursor(cursor: str | None) -> tuple[datetime, UUID] | None:
         return None
     try:
         at, row_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        parsed = datetime.fromisoformat(at)
-        if parsed.tzinfo is None:
-            raise ValueError
-        return parsed, UUID(row_id)
-    except (ValueError, TypeError, UnicodeDecodeError):
+        return parse_instant(at), UUID(row_id)  # a forged cursor is input like any other
+    except (ValueError, TypeError, UnicodeDecodeError, RecursionError):
         raise ApiError(422, "validation", "is not a cursor this API returned", field="cursor") from None
 
 
@@ -134,6 +132,9 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
 
         if idempotency_key is None:
             return created(*await jobs.create(spec))
+        # Validate before hashing: the hash serialises the body, which must not be the first
+        # thing to meet lone surrogates or deep nesting (a 500 instead of a 422 naming the field).
+        validate(spec, config, datetime.now(UTC))
         request_hash = hashlib.sha256(body.model_dump_json().encode()).digest()
         ttl_s = config.api.idempotency_ttl_s
 

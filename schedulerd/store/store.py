@@ -444,6 +444,15 @@ class Store:
     async def migration_applied(self) -> set[str]:
         return {r["migration_id"] for r in await self.db.fetch(QUERIES["migration_applied"])}
 
+    async def migration_missing(self) -> list[str]:
+        """Migrations this code ships that the database lacks: every one on a database that was
+        never migrated (no yoyo table yet), so callers can say "run schedulerd migrate"."""
+        try:
+            applied = await self.migration_applied()
+        except asyncpg.UndefinedTableError:
+            applied = set()
+        return sorted({p.stem for p in MIGRATIONS_DIR.glob("*.sql")} - applied)
+
     # --- dead letters: list and redrive failed executions ------------------------------------
 
     async def execution_failed_page(

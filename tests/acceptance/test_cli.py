@@ -48,7 +48,7 @@ def test_cadence_schedules_keep_real_time_through_dst(cli) -> None:
         (["job", "create", "--task", "log", "--at", "2026-12-01T09:00"], "--at: '2026-12-01T09:00' has no UTC offset"),
         (["job", "create", "--task", "log", "--in", "5x"], "--in: '5x' is not a duration"),
         (["job", "create", "--task", "log", "--cron", "*/0 * * * *"], "cron: bad cron expression"),
-        (["job", "create", "--task", "log", "--cron", "@daily", "--tz", "Nowhere/Land"], "timezone: unknown time zone 'Nowhere/Land'"),
+        (["job", "create", "--task", "log", "--cron", "@daily", "--tz", "Nowhere/Land"], "--tz: unknown time zone 'Nowhere/Land'"),
         (["job", "create", "--task", "log", "--params", json.dumps({"x": "a" * 70000})], "params: is 70009 bytes; the limit is 65536"),
         (["cron", "next", "0 0 30 2 *"], "never fires"),
         (["executions", "show", "not-a-uuid"], "id: 'not-a-uuid' is not a valid id"),
