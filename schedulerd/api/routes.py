@@ -19,6 +19,8 @@ from schedulerd.api import schemas
 from schedulerd.api.app import ERRORS, ApiError, Services
 from schedulerd.core.durations import parse_instant
 from schedulerd.core.overrun import Overrun
+from schedulerd.core.targets import redact
+from schedulerd.core.tenant_view import tenant_error
 from schedulerd.dead_letters import DeadLetters, FailedFilter
 from schedulerd.errors import ValidationError
 from schedulerd.jobs import JobSpec, labelled_next_runs, next_runs, schedule_of, validate
@@ -37,7 +39,7 @@ def job_view(job: Job, now: datetime, last: LastExecution | None = None, overrun
              fraction: float = 0.8) -> schemas.Job:
     state = "deleted" if job.deleted_at else "enabled" if job.enabled else "paused"
     return schemas.Job(
-        id=job.id, tenant=job.tenant, name=job.name, task=job.task, params=job.params, schedule_kind=job.schedule_kind,
+        id=job.id, tenant=job.tenant, name=job.name, task=job.task, params=_shown_params(job), schedule_kind=job.schedule_kind,
         run_at=job.run_at, cron=job.cron, timezone=job.timezone,
         misfire=schemas.MisfirePolicy(policy=job.misfire_policy, catch_up_limit=job.catch_up_limit),
         window_s=job.window_s, retry=schemas.Retry(max_attempts=job.max_attempts, backoff_base_s=job.backoff_base_s,
@@ -55,6 +57,14 @@ def job_view(job: Job, now: datetime, last: LastExecution | None = None, overrun
     )  # type: ignore[arg-type]  # fmt: skip
 
 
+def _shown_params(job: Job) -> dict[str, Any]:
+    """A job's params as the API shows them: an http target's URL without its credentials."""
+    url = job.params.get("url")
+    if job.task == "http" and isinstance(url, str):
+        return {**job.params, "url": redact(url)}
+    return job.params
+
+
 def execution_view(execution: Execution) -> dict[str, Any]:
     started = execution.first_started_at
     return {
@@ -62,7 +72,7 @@ def execution_view(execution: Execution) -> dict[str, Any]:
         "due_at": execution.due_at, "status": execution.status, "reason": execution.reason,
         "attempt": execution.attempt, "worker": execution.worker, "enqueued_at": execution.enqueued_at,
         "first_started_at": started, "started_at": execution.started_at, "finished_at": execution.finished_at,
-        "last_error": execution.last_error,
+        "last_error": tenant_error(execution.last_error),
         "start_lag_s": (started - execution.scheduled_for).total_seconds() if started else None,
         "origin": execution.origin, "redrives": execution.redrives,
         "late_reason": execution.late_reason,
@@ -71,7 +81,7 @@ def execution_view(execution: Execution) -> dict[str, Any]:
 
 def redrive_view(redrive: Redrive) -> dict[str, Any]:
     return {"fence": redrive.fence, "redriven_at": redrive.redriven_at, "redriven_by": redrive.redriven_by,
-            "attempts_before": redrive.attempts_before, "error_before": redrive.error_before}  # fmt: skip
+            "attempts_before": redrive.attempts_before, "error_before": tenant_error(redrive.error_before)}  # fmt: skip
 
 
 def actor(who: Principal) -> str:
@@ -82,7 +92,7 @@ def actor(who: Principal) -> str:
 def attempt_view(attempt: Attempt) -> dict[str, Any]:
     return {"attempt": attempt.attempt, "worker": attempt.worker, "started_at": attempt.started_at,
             "finished_at": attempt.finished_at, "duration_s": attempt.duration_s, "outcome": attempt.outcome,
-            "error": attempt.error}  # fmt: skip
+            "error": tenant_error(attempt.error)}  # fmt: skip
 
 
 def encode_cursor(at: datetime, row_id: UUID) -> str:
