@@ -132,6 +132,16 @@ class ApiConfig:
 
 
 @dataclass(frozen=True)
+class OpsConfig:
+    """Operator endpoints (/metrics, /forecast, /healthz, /readyz) on a listener of their own: they
+    name tenants and the hosts they call, so the tenants' [api] listener serves none of them."""
+
+    enabled: bool = True  # serve them from the daemon
+    host: str = "127.0.0.1"  # address to listen on: keep it private (no token guards these endpoints)
+    port: int = 9090  # TCP port; replicas on one host need one each
+
+
+@dataclass(frozen=True)
 class HttpConfig:
     """The built-in `http` task. Tenants name the URLs, so private targets are refused by default."""
 
@@ -186,6 +196,7 @@ class Config:
     retention: RetentionConfig = field(default_factory=RetentionConfig)
     jobs: JobsConfig = field(default_factory=JobsConfig)
     api: ApiConfig = field(default_factory=ApiConfig)
+    ops: OpsConfig = field(default_factory=OpsConfig)
     http: HttpConfig = field(default_factory=HttpConfig)
     breaker: BreakerConfig = field(default_factory=BreakerConfig)
     late: LateConfig = field(default_factory=LateConfig)
@@ -232,6 +243,12 @@ class Config:
             raise ConfigError(f"log.format must be json, console or auto, got {self.log.format!r}")
         if not 0 <= self.api.port <= 65535:
             raise ConfigError(f"api.port must be between 0 and 65535, got {self.api.port}")
+        if not 0 <= self.ops.port <= 65535:
+            raise ConfigError(f"ops.port must be between 0 and 65535, got {self.ops.port}")
+        if self.api.enabled and self.ops.enabled and (self.api.host, self.api.port) == (self.ops.host, self.ops.port) \
+                and self.api.port != 0:
+            raise ConfigError(f"ops.port and api.port are both {self.api.port} on {self.api.host}: operator endpoints "
+                              "need a listener of their own")
         for key in ("max_body_bytes", "page_size_max", "rate_limit"):
             if getattr(self.api, key) < 1:
                 raise ConfigError(f"api.{key} must be at least 1, got {getattr(self.api, key)}")

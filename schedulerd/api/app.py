@@ -176,7 +176,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 
 def create_app(jobs: Jobs, store: Store, queue: DelayQueue, config: Config) -> FastAPI:
     """The API and dashboard over these services (the daemon's own, or a test's)."""
-    from schedulerd.api import late_routes, ops, routes
+    from schedulerd.api import late_routes, routes
 
     registry.load_modules(config.daemon.task_modules)
     services = Services(jobs, store, queue, config, Tenants(store), RequestCounter(queue.client, config.redis.prefix))
@@ -205,7 +205,6 @@ def create_app(jobs: Jobs, store: Store, queue: DelayQueue, config: Config) -> F
     _install_error_handlers(app)
     app.include_router(late_routes.router(services, caller))  # first: /v1/executions/late is not an execution id
     app.include_router(routes.router(services, caller))
-    app.include_router(ops.router(store, queue, top_tenants=config.forecast.top_tenants))
     app.mount("/dashboard", StaticFiles(directory=DASHBOARD_DIR), name="dashboard")
 
     @app.get("/", include_in_schema=False)
@@ -213,4 +212,15 @@ def create_app(jobs: Jobs, store: Store, queue: DelayQueue, config: Config) -> F
         return FileResponse(DASHBOARD_DIR / "index.html")
 
     app.add_middleware(BodyLimit, max_bytes=config.api.max_body_bytes)
+    return app
+
+
+def create_ops_app(store: Store, queue: DelayQueue, config: Config) -> FastAPI:
+    """The operator endpoints (/metrics, /forecast, /healthz, /readyz), for the [ops] listener only:
+    the tenant app above serves none of them."""
+    from schedulerd.api import ops
+
+    app = FastAPI(title="schedulerd operator endpoints", docs_url=None, redoc_url=None, openapi_url=None)
+    _install_error_handlers(app)
+    app.include_router(ops.router(store, queue, top_tenants=config.forecast.top_tenants))
     return app
