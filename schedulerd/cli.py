@@ -112,6 +112,12 @@ def _parser() -> argparse.ArgumentParser:
     token = commands.add_parser("token", help="API tokens").add_subparsers(dest="token_command", required=True)
     token_create = token.add_parser("create", help="issue another token for a tenant; prints it (once)")
     token_create.add_argument("tenant")
+    token_list = token.add_parser("list", help="a tenant's tokens: ids, when made, last used, revoked")
+    token_list.add_argument("tenant")
+    token_list.add_argument("--json", action="store_true")
+    token_revoke = token.add_parser("revoke", help="revoke a token by id (the next request with it gets 401)")
+    token_revoke.add_argument("id")
+    token_revoke.add_argument("--json", action="store_true")
 
     executions = commands.add_parser("executions", help="inspect executions").add_subparsers(
         dest="executions_command", required=True
@@ -747,6 +753,23 @@ async def _tenant_token(args: argparse.Namespace, config: Config) -> None:
     print(issued.token)
 
 
+async def _token_list_revoke(args: argparse.Namespace, config: Config) -> None:
+    from schedulerd.tenants import Tenants
+
+    token_id = _uuid(args.id, "id") if args.token_command == "revoke" else None
+    async with _Session(config) as jobs:
+        tenants = Tenants(jobs.store)
+        listed = [await tenants.revoke(token_id)] if token_id is not None else await tenants.tokens(args.tenant)
+    if args.json:
+        print(json.dumps([_jsonable(t) for t in listed] if token_id is None else _jsonable(listed[0])))
+        return
+    if token_id is not None:
+        print(f"token {token_id} of tenant {listed[0].tenant} revoked at {_time(listed[0].revoked_at)}")
+        return
+    rows = [(str(t.id), _time(t.created_at), _time(t.last_used_at), _time(t.revoked_at)) for t in listed]
+    print(_table(rows, ("ID", "CREATED", "LAST USED", "REVOKED")) if rows else f"no tokens for tenant {args.tenant!r}")
+
+
 async def _migrate(args: argparse.Namespace, config: Config) -> None:
     from schedulerd.daemon import resolve_servers
     from schedulerd.store import migrate
@@ -774,6 +797,8 @@ COMMANDS = {
     ("migrate", None): _migrate,
     ("tenant", "create"): _tenant_token,
     ("token", "create"): _tenant_token,
+    ("token", "list"): _token_list_revoke,
+    ("token", "revoke"): _token_list_revoke,
     ("status", None): _status,
     ("breakers", None): _breakers,
 }

@@ -127,6 +127,7 @@ class ApiConfig:
     page_size_max: int = 500  # most items one list request may ask for
     rate_limit: int = 600  # requests per token per rate_window_s, counted in Redis across replicas
     rate_window_s: float = 60.0  # rate limit window (seconds)
+    auth_failure_limit: int = 30  # requests with a missing or invalid token per client address per rate_window_s; then 429
     idempotency_ttl_s: float = 86400.0  # how long an Idempotency-Key replays its first result (seconds)
     overview_window_s: float = 900.0  # operator view: start lags and runs per status of this many seconds
 
@@ -249,7 +250,7 @@ class Config:
                 and self.api.port != 0:
             raise ConfigError(f"ops.port and api.port are both {self.api.port} on {self.api.host}: operator endpoints "
                               "need a listener of their own")
-        for key in ("max_body_bytes", "page_size_max", "rate_limit"):
+        for key in ("max_body_bytes", "page_size_max", "rate_limit", "auth_failure_limit"):
             if getattr(self.api, key) < 1:
                 raise ConfigError(f"api.{key} must be at least 1, got {getattr(self.api, key)}")
         if not self.http.timeout_s > 0 or self.http.excerpt_bytes < 0:

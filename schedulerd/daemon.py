@@ -90,7 +90,7 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
     if "sweeper" in config.daemon.roles:
         services["sweeper"] = sweeper
     if "retention" in config.daemon.roles:
-        services["retention"] = Retention(store, config.retention)
+        services["retention"] = Retention(store, config.retention, idempotency_ttl_s=config.api.idempotency_ttl_s)
     if "dispatcher" in config.daemon.roles:
         services["dispatcher"] = Dispatcher(store, queue, config.dispatcher)
     if "worker" in config.daemon.roles:

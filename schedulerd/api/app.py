@@ -38,9 +38,10 @@ BODY_FIELDS = {
 }  # fmt: skip
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": text}
-    for status, text in [(401, "no valid bearer token"), (404, "no such object for this tenant"),
+    for status, text in [(400, "more than one Authorization header"), (401, "no valid bearer token"), (404, "no such object for this tenant"),
                          (413, "request body over api.max_body_bytes"), (422, "invalid input: `field` says which"),
-                         (429, "over api.rate_limit requests in api.rate_window_s (see Retry-After)")]
+                         (429, "over api.rate_limit requests in api.rate_window_s, or api.auth_failure_limit "
+                               "requests without a valid token from this address (see Retry-After)")]
 }  # fmt: skip
 
 
@@ -182,13 +183,23 @@ def create_app(jobs: Jobs, store: Store, queue: DelayQueue, config: Config) -> F
     services = Services(jobs, store, queue, config, Tenants(store), RequestCounter(queue.client, config.redis.prefix))
     bearer = HTTPBearer(auto_error=False, description="a tenant's API token: `schedulerd token create TENANT`")
 
-    async def caller(credentials: HTTPAuthorizationCredentials | None = Security(bearer)) -> Principal:
-        """Authenticate the token, then count the request against its rate limit."""
+    async def caller(request: Request, credentials: HTTPAuthorizationCredentials | None = Security(bearer)) -> Principal:
+        """Authenticate the token, then count the request against its rate limit. Requests without
+        a valid token count against their address's limit, checked before any lookup."""
+        api = config.api
+        if len(request.headers.getlist("authorization")) > 1:  # which one would act? Neither.
+            raise ApiError(400, "bad_request", "give one Authorization header, not several", field="Authorization")
+        address = "addr:" + (request.client.host if request.client else "unknown")
+        failures = await services.counter.count_seen(address)
+        if failures is not None and failures >= api.auth_failure_limit:
+            raise ApiError(429, "limit_exceeded", f"more than {api.auth_failure_limit} requests without a valid token "
+                           f"from this address in {api.rate_window_s:g} s", limit="api.auth_failure_limit",
+                           headers={"Retry-After": str(max(1, math.ceil(api.rate_window_s)))})  # fmt: skip
         principal = await services.tenants.authenticate(credentials.credentials) if credentials else None
         if principal is None:
+            await services.counter.count_request(address, api.rate_window_s)
             raise ApiError(401, "unauthorized", "a valid bearer token is required (Authorization: Bearer sdk_...)",
                            headers={"WWW-Authenticate": "Bearer"})  # fmt: skip
-        api = config.api
         counted = await services.counter.count_request(str(principal.token_id), api.rate_window_s)
         if counted is not None and counted[0] > api.rate_limit:
             raise ApiError(

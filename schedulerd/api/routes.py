@@ -24,7 +24,7 @@ from schedulerd.core.tenant_view import tenant_error
 from schedulerd.dead_letters import DeadLetters, FailedFilter
 from schedulerd.errors import ValidationError
 from schedulerd.jobs import JobSpec, labelled_next_runs, next_runs, schedule_of, validate
-from schedulerd.models import Attempt, Execution, Job, LastExecution, Redrive
+from schedulerd.models import ApiToken, Attempt, Execution, Job, LastExecution, Redrive
 from schedulerd.overrun import overruns
 from schedulerd.store import Store
 from schedulerd.tenants import Principal
@@ -345,6 +345,25 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
             "moved_jobs": [{"job_id": m.job_id, "old_version": m.old_version, "removed": m.removed, "added": m.added,
                             "moves": m.moves} for m in moved],
         }  # fmt: skip
+
+    def token_view(token: ApiToken, who: Principal) -> dict[str, Any]:
+        return {"id": token.id, "created_at": token.created_at, "last_used_at": token.last_used_at,
+                "revoked_at": token.revoked_at, "current": token.id == who.token_id}  # fmt: skip
+
+    @api.get("/tokens", response_model=schemas.Tokens, tags=["tenant"], summary="this tenant's API tokens")
+    async def list_tokens(who: Caller) -> Any:
+        return {"items": [token_view(t, who) for t in await services.tenants.tokens(who.tenant)]}
+
+    @api.post("/tokens", status_code=201, response_model=schemas.IssuedToken, tags=["tenant"],
+              summary="issue another token for this tenant (rotation): the secret is shown once")  # fmt: skip
+    async def issue_token(who: Caller) -> Any:
+        issued = await services.tenants.issue_token(who.tenant)
+        return {"id": issued.token_id, "token": issued.token}
+
+    @api.delete("/tokens/{token_id}", response_model=schemas.Token, tags=["tenant"],
+                summary="revoke one of this tenant's tokens (this one too: the next request with it gets 401)")  # fmt: skip
+    async def revoke_token(token_id: UUID, who: Caller) -> Any:
+        return token_view(await services.tenants.revoke(token_id, who.tenant), who)
 
     @api.get("/me", response_model=schemas.Me, tags=["tenant"], summary="the tenant this token belongs to")
     async def me(who: Caller) -> Any:

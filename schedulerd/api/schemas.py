@@ -276,6 +276,23 @@ class Me(BaseModel):
     tenant: str
 
 
+class Token(BaseModel):
+    id: UUID
+    created_at: datetime
+    last_used_at: datetime | None = Field(None, description="last request made with it (to the minute)")
+    revoked_at: datetime | None
+    current: bool = Field(False, description="the token this request was made with")
+
+
+class Tokens(BaseModel):
+    items: list[Token] = Field(..., description="this tenant's tokens, newest first; the secrets are never shown again")
+
+
+class IssuedToken(BaseModel):
+    id: UUID
+    token: str = Field(..., description="the secret: shown once, only its hash is kept")
+
+
 class Tasks(BaseModel):
     tasks: list[str]
 
