@@ -146,7 +146,7 @@ class OpsConfig:
 class HttpConfig:
     """The built-in `http` task. Tenants name the URLs, so private targets are refused by default."""
 
-    allow_hosts: tuple[str, ...] = ()  # empty: any public host; else only these (exact name, or ".example.com" for subdomains); a listed host may be private
+    allow_hosts: tuple[str, ...] = ()  # empty: any public host; else only these (name, ".example.com" for subdomains; "host:port", "host:*"; a bare host opens 80 and 443 only); a listed host may be private
     allow_private: bool = False  # let unlisted hosts resolve to loopback/private/link-local addresses
     timeout_s: float = 10.0  # per request, unless params.timeout_s is lower (the job's timeout also applies)
     excerpt_bytes: int = 1024  # of the response body kept on the attempt
