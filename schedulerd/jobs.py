@@ -156,7 +156,8 @@ def validate(spec: JobSpec, config: Config, now: datetime) -> dict[str, Any]:
         if run_at.tzinfo is None or run_at.utcoffset() is None:
             raise ValidationError("run_at", "must carry a UTC offset")
         if not EARLIEST_RUN_AT <= run_at <= now + LATEST_RUN_AT:
-            raise ValidationError("run_at", f"{run_at.isoformat()} is out of range (2000-01-01 to 10 years from now)")
+            raise ValidationError("in" if spec.run_in_s is not None else "run_at",
+                                  f"{run_at.isoformat()} is out of range (2000-01-01 to 10 years from now)")  # fmt: skip
         kind = "at" if spec.run_at is not None or spec.run_in_s is not None else "now"
         run_at, cron = run_at.astimezone(UTC), None
     max_attempts = defaults.max_attempts if spec.max_attempts is None else spec.max_attempts
