@@ -186,6 +186,7 @@ def start_replicas(
             "SCHEDULERD_LOG_LEVEL": "warning",
             "SCHEDULERD_LOG_FORMAT": "json",
             "SCHEDULERD_API_ENABLED": "false",  # replicas on one host would share [api].port
+            "SCHEDULERD_OPS_ENABLED": "false",  # ... and [ops].port
             **settings,
         }
         log_path = log_dir / f"bench-{n}.log"

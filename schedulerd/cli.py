@@ -21,7 +21,7 @@ from schedulerd import config as config_module
 from schedulerd.config import Config
 from schedulerd.core.durations import parse_duration_s, parse_instant
 from schedulerd.core.late import LateReason, resolve_at, window_label
-from schedulerd.errors import ConfigError, NotFoundError, SchedulerdError, ValidationError
+from schedulerd.errors import ConfigError, NotFoundError, SchedulerdError, SchemaError, ValidationError
 from schedulerd.models import ExecutionStatus
 from schedulerd.queue import UNREACHABLE
 
@@ -112,6 +112,12 @@ def _parser() -> argparse.ArgumentParser:
     token = commands.add_parser("token", help="API tokens").add_subparsers(dest="token_command", required=True)
     token_create = token.add_parser("create", help="issue another token for a tenant; prints it (once)")
     token_create.add_argument("tenant")
+    token_list = token.add_parser("list", help="a tenant's tokens: ids, when made, last used, revoked")
+    token_list.add_argument("tenant")
+    token_list.add_argument("--json", action="store_true")
+    token_revoke = token.add_parser("revoke", help="revoke a token by id (the next request with it gets 401)")
+    token_revoke.add_argument("id")
+    token_revoke.add_argument("--json", action="store_true")
 
     executions = commands.add_parser("executions", help="inspect executions").add_subparsers(
         dest="executions_command", required=True
@@ -188,14 +194,34 @@ async def _connect(config: Config) -> tuple[Any, Any]:
 
     servers = resolve_servers(config, start=False)
     store = await Store.connect(servers.database_url, min_size=1, max_size=2)
+    try:
+        missing = await store.migration_missing()
+    except BaseException:
+        await store.close()
+        raise
+    if missing:  # say what to do, rather than fail later with a driver's "relation does not exist"
+        await store.close()
+        never = len(missing) == len(_shipped_migrations())
+        raise SchemaError(
+            ("the database has no schedulerd schema" if never else f"the database lacks migration(s) {', '.join(missing)}")
+            + ": run `schedulerd migrate` (or start the daemon, which migrates at start) first"
+        )
     return store, DelayQueue.connect(servers.redis_url, config.redis.prefix, config.redis.timeout_s)
 
 
+def _shipped_migrations() -> list[str]:
+    from schedulerd.store.store import MIGRATIONS_DIR
+
+    return sorted(p.stem for p in MIGRATIONS_DIR.glob("*.sql"))
+
+
 def _parse(field: str, parse: Callable[[str], T], text: str) -> T:
+    """Every flag's value goes through here: whatever a parser chokes on (a bad value, an instant
+    past the calendar, a document nested past the recursion limit) is exit 2 naming the flag."""
     try:
         return parse(text)
-    except ValueError as exc:
-        raise ValidationError(field, str(exc)) from None
+    except (ValueError, OverflowError, RecursionError) as exc:
+        raise ValidationError(field, str(exc) or type(exc).__name__) from None
 
 
 def _job_spec(args: argparse.Namespace) -> Any:
@@ -204,19 +230,27 @@ def _job_spec(args: argparse.Namespace) -> Any:
     params = _parse("--params", json.loads, args.params)
     if not isinstance(params, dict):
         raise ValidationError("--params", f"must be a JSON object, got {type(params).__name__}")
-    run_at = None
-    if args.at:
-        run_at = _parse("--at", parse_instant, args.at)
-    elif args.in_:
-        run_at = datetime.now(UTC) + timedelta(seconds=_parse("--in", parse_duration_s, args.in_))
+    run_at = _parse("--at", parse_instant, args.at) if args.at else None
+    # --in counts from Postgres's now (Jobs.create), not this host's: a skewed clock cannot move it.
+    run_in_s = _parse("--in", parse_duration_s, args.in_) if args.in_ else None
     return JobSpec(
-        task=args.task, tenant=args.tenant, params=params, run_at=run_at, cron=args.cron, timezone=args.tz,
+        task=args.task, tenant=args.tenant, params=params, run_at=run_at, run_in_s=run_in_s, cron=args.cron, timezone=args.tz,
         misfire_policy=args.misfire, catch_up_limit=args.catch_up_limit,
         window_s=_parse("--window", parse_duration_s, args.window) if args.window else 0.0,
         name=args.name, max_attempts=args.max_attempts, overlap=args.overlap,
         timeout_s=_parse("--timeout", parse_duration_s, args.timeout) if args.timeout else None,
         dst_repeated=args.dst_repeated, dst_missing=args.dst_missing,
     )  # fmt: skip
+
+
+def _create_flag_error(exc: ValidationError) -> ValidationError:
+    """Jobs name fields; the user of `job create` typed flags."""
+    flags = {"run_at": "--at", "in": "--in", "timezone": "--tz", "cron": "--cron", "params": "--params",
+             "window": "--window", "timeout_s": "--timeout", "max_attempts": "--max-attempts", "name": "--name",
+             "tenant": "--tenant", "task": "--task", "catch_up_limit": "--catch-up-limit", "overlap": "--overlap",
+             "misfire_policy": "--misfire", "dst_repeated": "--dst-repeated", "dst_missing": "--dst-missing"}  # fmt: skip
+    field = exc.field.split(".")[0].split("[")[0].split(" ")[0]
+    return ValidationError(flags.get(field, exc.field), exc.message, exc.limit)
 
 
 def _print_runs(runs: Sequence[Any], zone: str) -> None:
@@ -251,9 +285,15 @@ async def _job_create(args: argparse.Namespace, config: Config) -> None:
 
     registry.load_modules(config.daemon.task_modules)
     spec = _job_spec(args)
-    validate(spec, config, datetime.now(UTC))  # refuse bad input before connecting anywhere
+    try:
+        validate(spec, config, datetime.now(UTC))  # refuse bad input before connecting anywhere
+    except ValidationError as exc:
+        raise _create_flag_error(exc) from None
     async with _Session(config) as jobs:
-        job, executions = await jobs.create(spec)
+        try:
+            job, executions = await jobs.create(spec)
+        except ValidationError as exc:
+            raise _create_flag_error(exc) from None
     runs = labelled_next_runs(job, datetime.now(UTC), 5) if job.cron else [Run(e.due_at, (), None) for e in executions]
     if args.json:
         print(json.dumps({"job": _jsonable(job), "next_runs": [r.at.isoformat() for r in runs],
@@ -365,8 +405,12 @@ async def _job_next(args: argparse.Namespace, config: Config) -> None:
         raise ValidationError("--count", f"must be between 1 and 1000, got {args.count}")
     async with _Session(config) as jobs:
         job = await jobs.get(job_id)
-    runs = labelled_next_runs(job, datetime.now(UTC), args.count)
+    now = datetime.now(UTC)
+    runs = labelled_next_runs(job, now, args.count)
     _print_preview(runs, job.timezone, args.json)
+    if not runs and not args.json:
+        state = "deleted" if job.deleted_at else "paused" if not job.enabled else "enabled"
+        print(f"no runs after {_time(now)} (job {state}, {job.cron or job.schedule_kind})")
 
 
 def _run_view(run: Any, zone: str) -> dict[str, Any]:
@@ -391,7 +435,10 @@ async def _cron_next(args: argparse.Namespace, config: Config) -> None:
         schedule = CronSchedule.parse(args.expression, args.tz, args.dst_repeated, args.dst_missing)
     except ScheduleError as exc:
         raise ValidationError("--tz" if "time zone" in str(exc) else "expression", str(exc)) from None
-    _print_preview(schedule.labelled_runs(start, args.count), args.tz, args.json)
+    runs = schedule.labelled_runs(start, args.count)
+    _print_preview(runs, args.tz, args.json)
+    if not runs and not args.json:
+        print(f"no runs after {_time(start)}: the calendar ends at 9999-12-31 (UTC and local)")
 
 
 async def _tz_report(args: argparse.Namespace, config: Config) -> None:
@@ -493,11 +540,13 @@ def _since(text: str | None) -> datetime:
         return datetime.now(UTC) - timedelta(days=1)
     try:
         return parse_instant(text)
-    except ValueError:
-        pass
+    except ValueError as exc:
+        as_instant = str(exc)
     try:
         return datetime.now(UTC) - timedelta(seconds=parse_duration_s(text))
     except ValueError:
+        if "outside" in as_instant or "too long" in as_instant:  # an instant, but not one we can hold
+            raise ValidationError("--since", as_instant) from None
         raise ValidationError("--since", f"{text!r} is neither an ISO 8601 instant with offset nor a duration (6h)") from None
 
 
@@ -704,6 +753,23 @@ async def _tenant_token(args: argparse.Namespace, config: Config) -> None:
     print(issued.token)
 
 
+async def _token_list_revoke(args: argparse.Namespace, config: Config) -> None:
+    from schedulerd.tenants import Tenants
+
+    token_id = _uuid(args.id, "id") if args.token_command == "revoke" else None
+    async with _Session(config) as jobs:
+        tenants = Tenants(jobs.store)
+        listed = [await tenants.revoke(token_id)] if token_id is not None else await tenants.tokens(args.tenant)
+    if args.json:
+        print(json.dumps([_jsonable(t) for t in listed] if token_id is None else _jsonable(listed[0])))
+        return
+    if token_id is not None:
+        print(f"token {token_id} of tenant {listed[0].tenant} revoked at {_time(listed[0].revoked_at)}")
+        return
+    rows = [(str(t.id), _time(t.created_at), _time(t.last_used_at), _time(t.revoked_at)) for t in listed]
+    print(_table(rows, ("ID", "CREATED", "LAST USED", "REVOKED")) if rows else f"no tokens for tenant {args.tenant!r}")
+
+
 async def _migrate(args: argparse.Namespace, config: Config) -> None:
     from schedulerd.daemon import resolve_servers
     from schedulerd.store import migrate
@@ -731,6 +797,8 @@ COMMANDS = {
     ("migrate", None): _migrate,
     ("tenant", "create"): _tenant_token,
     ("token", "create"): _tenant_token,
+    ("token", "list"): _token_list_revoke,
+    ("token", "revoke"): _token_list_revoke,
     ("status", None): _status,
     ("breakers", None): _breakers,
 }
@@ -751,7 +819,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sub = getattr(args, f"{args.command}_command", None)
         asyncio.run(COMMANDS[(args.command, sub)](args, config))
         return 0
-    except (ValidationError, ConfigError) as exc:
+    except (ValidationError, ConfigError, SchemaError) as exc:
         print(f"schedulerd: error: {exc}", file=sys.stderr)
         return 2
     except NotFoundError as exc:

@@ -129,15 +129,26 @@ class ApiConfig:
     page_size_max: int = 500  # most items one list request may ask for
     rate_limit: int = 600  # requests per token per rate_window_s, counted in Redis across replicas
     rate_window_s: float = 60.0  # rate limit window (seconds)
+    auth_failure_limit: int = 30  # requests with a missing or invalid token per client address per rate_window_s; then 429
     idempotency_ttl_s: float = 86400.0  # how long an Idempotency-Key replays its first result (seconds)
     overview_window_s: float = 900.0  # operator view: start lags and runs per status of this many seconds
+
+
+@dataclass(frozen=True)
+class OpsConfig:
+    """Operator endpoints (/metrics, /forecast, /healthz, /readyz) on a listener of their own: they
+    name tenants and the hosts they call, so the tenants' [api] listener serves none of them."""
+
+    enabled: bool = True  # serve them from the daemon
+    host: str = "127.0.0.1"  # address to listen on: keep it private (no token guards these endpoints)
+    port: int = 9090  # TCP port; replicas on one host need one each
 
 
 @dataclass(frozen=True)
 class HttpConfig:
     """The built-in `http` task. Tenants name the URLs, so private targets are refused by default."""
 
-    allow_hosts: tuple[str, ...] = ()  # empty: any public host; else only these (exact name, or ".example.com" for subdomains); a listed host may be private
+    allow_hosts: tuple[str, ...] = ()  # empty: any public host; else only these (name, ".example.com" for subdomains; "host:port", "host:*"; a bare host opens 80 and 443 only); a listed host may be private
     allow_private: bool = False  # let unlisted hosts resolve to loopback/private/link-local addresses
     timeout_s: float = 10.0  # per request, unless params.timeout_s is lower (the job's timeout also applies)
     excerpt_bytes: int = 1024  # of the response body kept on the attempt
@@ -188,6 +199,7 @@ class Config:
     retention: RetentionConfig = field(default_factory=RetentionConfig)
     jobs: JobsConfig = field(default_factory=JobsConfig)
     api: ApiConfig = field(default_factory=ApiConfig)
+    ops: OpsConfig = field(default_factory=OpsConfig)
     http: HttpConfig = field(default_factory=HttpConfig)
     breaker: BreakerConfig = field(default_factory=BreakerConfig)
     late: LateConfig = field(default_factory=LateConfig)
@@ -234,7 +246,13 @@ class Config:
             raise ConfigError(f"log.format must be json, console or auto, got {self.log.format!r}")
         if not 0 <= self.api.port <= 65535:
             raise ConfigError(f"api.port must be between 0 and 65535, got {self.api.port}")
-        for key in ("max_body_bytes", "page_size_max", "rate_limit"):
+        if not 0 <= self.ops.port <= 65535:
+            raise ConfigError(f"ops.port must be between 0 and 65535, got {self.ops.port}")
+        if self.api.enabled and self.ops.enabled and (self.api.host, self.api.port) == (self.ops.host, self.ops.port) \
+                and self.api.port != 0:
+            raise ConfigError(f"ops.port and api.port are both {self.api.port} on {self.api.host}: operator endpoints "
+                              "need a listener of their own")
+        for key in ("max_body_bytes", "page_size_max", "rate_limit", "auth_failure_limit"):
             if getattr(self.api, key) < 1:
                 raise ConfigError(f"api.{key} must be at least 1, got {getattr(self.api, key)}")
         if not self.http.timeout_s > 0 or self.http.excerpt_bytes < 0:

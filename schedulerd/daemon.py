@@ -90,7 +90,7 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
     if "sweeper" in config.daemon.roles:
         services["sweeper"] = sweeper
     if "retention" in config.daemon.roles:
-        services["retention"] = Retention(store, config.retention)
+        services["retention"] = Retention(store, config.retention, idempotency_ttl_s=config.api.idempotency_ttl_s)
     if "dispatcher" in config.daemon.roles:
         services["dispatcher"] = Dispatcher(store, queue, config.dispatcher)
     if "worker" in config.daemon.roles:
@@ -108,6 +108,12 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
         app = create_app(Jobs(store, queue, config), store, queue, config)
         services["api"] = _Api(app, config, listen(config.api.host, config.api.port))
         log.info("api.listening", url=f"http://{config.api.host}:{config.api.port}/")
+    if config.ops.enabled:  # operator endpoints on their own listener, never the tenants'
+        from schedulerd.api import create_ops_app
+        from schedulerd.api.server import listen
+
+        services["ops"] = _Api(create_ops_app(store, queue, config), config, listen(config.ops.host, config.ops.port, "ops"))
+        log.info("ops.listening", url=f"http://{config.ops.host}:{config.ops.port}/metrics")
     services["observer"] = Observer(store, queue, config, worker_id)
     loop_health = health.expect(loop_budgets(config, services))
     tasks = [asyncio.create_task(service.run(stop), name=role) for role, service in services.items()]
@@ -148,7 +154,7 @@ def loop_budgets(config: Config, services: dict[str, Any]) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class _Api:
-    """The API server in the shape of a loop: run(stop)."""
+    """An HTTP server (the API's or the operator endpoints') in the shape of a loop: run(stop)."""
 
     app: Any
     config: Config

@@ -22,3 +22,7 @@ class ValidationError(SchedulerdError):
 
 class NotFoundError(SchedulerdError):
     """No such job or execution (or it belongs to another tenant)."""
+
+
+class SchemaError(SchedulerdError):
+    """The database lacks migrations this code needs (run `schedulerd migrate`, or start the daemon)."""

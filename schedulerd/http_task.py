@@ -1,5 +1,10 @@
 """The built-in `http` task: call a tenant's webhook with the execution id as Idempotency-Key and
-the fence as X-Fence-Token. Decides only retry vs. permanent; the worker records the outcome."""
+the fence as X-Fence-Token. Decides only retry vs. permanent; the worker records the outcome.
+
+Only the target's own failures (no answer, a 5xx, a 429, a timeout) are retried and count against
+its circuit breaker. Anything that fails before a byte is sent (a bad header, a bad URL) is a
+permanent error of the job's params: it never counts against a breaker shared by every tenant
+calling that host. Credentials in a URL never appear in an error."""
 
 from __future__ import annotations
 
@@ -14,10 +19,14 @@ from urllib.parse import urlsplit
 import httpx
 
 from schedulerd.config import HttpConfig
-from schedulerd.core.targets import refusal
+from schedulerd.core.targets import redact, refusal
 from schedulerd.registry import PermanentError, RetryAfter, TaskContext, task
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
+# Set by schedulerd (or derived from the body), never by params, in any letter case: the target
+# relies on the first two, and a tenant's Host / framing headers could smuggle a second request.
+RESERVED_HEADERS = frozenset({"idempotency-key", "x-fence-token", "host", "content-length", "transfer-encoding"})
+_TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _settings = HttpConfig()
 _client: httpx.AsyncClient | None = None
 
@@ -62,6 +71,13 @@ def parse_params(params: dict[str, Any], settings: HttpConfig) -> Request:
     headers = params.get("headers", {})
     if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
         raise PermanentError("http: params.headers must be an object of string values")
+    for name, value in headers.items():
+        if not name or not set(name) <= _TOKEN_CHARS:
+            raise PermanentError(f"http: params.headers has an invalid header name {name[:100]!r}")
+        if name.lower() in RESERVED_HEADERS:
+            raise PermanentError(f"http: params.headers may not set {name!r} (schedulerd sets it, or it frames the body)")
+        if any(ord(c) < 0x20 and c != "\t" or ord(c) == 0x7F or ord(c) > 0xFF for c in value):
+            raise PermanentError(f"http: params.headers[{name!r}] has a character a header value cannot carry")
     body, json_body = params.get("body"), params.get("json")
     if body is not None and not isinstance(body, str):
         raise PermanentError("http: params.body must be a string (use params.json for a JSON document)")
@@ -74,6 +90,10 @@ def parse_params(params: dict[str, Any], settings: HttpConfig) -> Request:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError as exc:
         raise PermanentError(f"http: params.url has a bad port: {exc}") from None
+    try:
+        httpx.URL(url)  # what the client will parse: refuse here, before anything counts as the target's fault
+    except (ValueError, httpx.InvalidURL) as exc:
+        raise PermanentError(f"http: params.url is not a valid URL ({redact(url)}): {exc}") from None
     return Request(
         method, url, parts.hostname.lower(), port, headers, body.encode() if body is not None else None, json_body,
         min(float(timeout_s), settings.timeout_s),
@@ -129,8 +149,46 @@ async def http(ctx: TaskContext, params: dict[str, Any]) -> dict[str, Any]:
     and connection errors retry (honouring Retry-After); other statuses fail without retries."""
     settings = _settings
     request = parse_params(params, settings)
+    where = f"{request.method} {redact(request.url)}"
+    # One deadline for the whole call (lookup, connect, send, every read): httpx's timeout is per
+    # operation, so a target trickling a byte a second would otherwise hold it many times over.
+    try:
+        async with asyncio.timeout(request.timeout_s):
+            status, excerpt, retry_after = await _call(ctx, request, settings)
+    except TimeoutError:
+        raise TargetError(f"http: {where} timed out after {request.timeout_s:g} s") from None
+    except httpx.TimeoutException:
+        raise TargetError(f"http: {where} timed out after {request.timeout_s:g} s") from None
+    except (httpx.LocalProtocolError, httpx.UnsupportedProtocol, httpx.InvalidURL, httpx.DecodingError) as exc:
+        # Failed on our side of the wire: the params are at fault, not the target.
+        raise PermanentError(f"http: {where} could not be sent: {type(exc).__name__}: {_scrub(str(exc), request.url)}") from None
+    except httpx.TransportError as exc:
+        raise TargetError(f"http: {where} failed to connect: {type(exc).__name__}: {_scrub(str(exc), request.url)}") from None
+    detail = {"status": status, "body": excerpt[: settings.excerpt_bytes].decode("utf-8", "replace")}
+    if 200 <= status < 300:
+        return detail
+    summary = f"http: {where} answered {status}"
+    if status == 429 or status >= 500:
+        delay_s = parse_retry_after(retry_after, time.time())
+        if delay_s is not None:
+            raise RetryAfter(f"{summary} (Retry-After {delay_s:g} s)", delay_s, detail=detail)
+        raise TargetError(summary, detail=detail)
+    raise PermanentError(f"{summary}; a {status} is not retried", detail=detail)
+
+
+def _scrub(text: str, url: str) -> str:
+    """An exception's text with the URL's userinfo taken out (some errors quote the URL)."""
+    parts = urlsplit(url)
+    for secret in (parts.password, parts.username):
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+async def _call(ctx: TaskContext, request: Request, settings: HttpConfig) -> tuple[int, bytes, str | None]:
+    """Resolve, check the target, send; (status, body excerpt, Retry-After header)."""
     addresses = await _resolve(request.host, request.port)
-    reason = refusal(request.host, addresses, settings.allow_hosts, settings.allow_private)
+    reason = refusal(request.host, addresses, settings.allow_hosts, settings.allow_private, request.port)
     if reason is not None:
         raise PermanentError(f"http: params.url refused: {reason}")
     # Connect to the address just checked, not a second lookup's answer (DNS rebinding); the Host
@@ -139,29 +197,13 @@ async def http(ctx: TaskContext, params: dict[str, Any]) -> dict[str, Any]:
     headers = {**request.headers, "Host": httpx.URL(request.url).netloc.decode(),
                "Idempotency-Key": str(ctx.execution_id), "X-Fence-Token": str(ctx.fence)}  # fmt: skip
     extensions = {"sni_hostname": request.host} if url.scheme == "https" else {}
-    where = f"{request.method} {request.url}"
-    try:
-        async with _client_for_process().stream(
-            request.method, url, headers=headers, content=request.body, json=request.json,
-            timeout=request.timeout_s, extensions=extensions,
-        ) as response:  # fmt: skip
-            excerpt = b""
-            async for chunk in response.aiter_bytes():
-                excerpt += chunk
-                if len(excerpt) >= settings.excerpt_bytes:
-                    break  # a bounded excerpt: never read a huge body into memory
-    except httpx.TimeoutException:
-        raise TargetError(f"http: {where} timed out after {request.timeout_s:g} s") from None
-    except httpx.TransportError as exc:
-        raise TargetError(f"http: {where} failed to connect: {type(exc).__name__}: {exc}") from None
-    status = response.status_code
-    detail = {"status": status, "body": excerpt[: settings.excerpt_bytes].decode("utf-8", "replace")}
-    if 200 <= status < 300:
-        return detail
-    summary = f"http: {where} answered {status}"
-    if status == 429 or status >= 500:
-        delay_s = parse_retry_after(response.headers.get("retry-after"), time.time())
-        if delay_s is not None:
-            raise RetryAfter(f"{summary} (Retry-After {delay_s:g} s)", delay_s, detail=detail)
-        raise TargetError(summary, detail=detail)
-    raise PermanentError(f"{summary}; a {status} is not retried", detail=detail)
+    async with _client_for_process().stream(
+        request.method, url, headers=headers, content=request.body, json=request.json,
+        timeout=request.timeout_s, extensions=extensions,
+    ) as response:  # fmt: skip
+        excerpt = b""
+        async for chunk in response.aiter_bytes():
+            excerpt += chunk
+            if len(excerpt) >= settings.excerpt_bytes:
+                break  # a bounded excerpt: never read a huge body into memory
+    return response.status_code, excerpt, response.headers.get("retry-after")

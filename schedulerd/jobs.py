@@ -24,6 +24,7 @@ from schedulerd import metrics, registry, tzdb
 from schedulerd.clock import Clock, system
 from schedulerd.config import Config
 from schedulerd.core.backfill import check_range, plan_backfill
+from schedulerd.core.durations import MAX_DURATION_S, shifted, text_problem
 from schedulerd.core.ids import execution_id
 from schedulerd.core.late import LateReason
 from schedulerd.core.misfire import MisfirePolicy
@@ -56,6 +57,7 @@ class JobSpec:
     tenant: str = "default"
     params: dict[str, Any] = field(default_factory=dict)
     run_at: datetime | None = None
+    run_in_s: float | None = None  # one-off: due this long after the database's now (CLI --in)
     cron: str | None = None
     timezone: str = "UTC"
     misfire_policy: str = "run_once"
@@ -73,14 +75,11 @@ class JobSpec:
 
 
 def _check_text(text: str, field: str) -> None:
-    """Text Postgres can store: no NUL, and valid Unicode (a lone surrogate is what Python makes
-    of bytes that are not UTF-8; the driver or jsonb would refuse it with a server error)."""
-    if "\x00" in text:
-        raise ValidationError(field, "contains a NUL character, which cannot be stored")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValidationError(field, f"is not valid UTF-8 text ({text[exc.start]!r} at position {exc.start})") from None
+    """Text Postgres can store (core/durations.text_problem); the driver or jsonb would refuse
+    anything else with a server error."""
+    problem = text_problem(text)
+    if problem is not None:
+        raise ValidationError(field, problem)
 
 
 def _check_json_text(value: Any, path: str) -> None:
@@ -124,8 +123,12 @@ def validate(spec: JobSpec, config: Config, now: datetime) -> dict[str, Any]:
             raise ValidationError(name, f"must be one of {', '.join(choices)}, got {value!r}")
         if value is not None and spec.cron is None:
             raise ValidationError(name, "applies to cron jobs only (a one-off job runs at one instant)")
+    if spec.run_at is not None and spec.run_in_s is not None:
+        raise ValidationError("run_at", "give a run_at or a delay from now, not both")
+    if spec.run_in_s is not None and not 0 <= spec.run_in_s <= MAX_DURATION_S:  # also refuses NaN
+        raise ValidationError("in", f"must be between 0 and 100 years, got {spec.run_in_s} s")
     if spec.cron is not None:
-        if spec.run_at is not None:
+        if spec.run_at is not None or spec.run_in_s is not None:
             raise ValidationError("run_at", "a job has either a cron schedule or a run_at, not both")
         try:
             schedule = CronSchedule.parse(spec.cron, spec.timezone, spec.dst_repeated, spec.dst_missing)
@@ -141,12 +144,22 @@ def validate(spec: JobSpec, config: Config, now: datetime) -> dict[str, Any]:
         kind = "cron"
         cron: str | None = schedule.expression
     else:
-        run_at = spec.run_at or now
-        if run_at.tzinfo is None:
+        if spec.timezone != "UTC":  # a one-off job keeps a zone only to show its time in; it must be one
+            try:
+                CronSchedule.parse("* * * * *", spec.timezone)
+            except ScheduleError as exc:
+                raise ValidationError("timezone", str(exc)) from None
+        if spec.run_in_s is not None:
+            run_at = now + timedelta(seconds=spec.run_in_s)
+        else:
+            run_at = spec.run_at or now
+        if run_at.tzinfo is None or run_at.utcoffset() is None:
             raise ValidationError("run_at", "must carry a UTC offset")
         if not EARLIEST_RUN_AT <= run_at <= now + LATEST_RUN_AT:
-            raise ValidationError("run_at", f"{run_at.isoformat()} is out of range (2000-01-01 to 10 years from now)")
-        run_at, kind, cron = run_at.astimezone(UTC), "now" if spec.run_at is None else "at", None
+            raise ValidationError("in" if spec.run_in_s is not None else "run_at",
+                                  f"{run_at.isoformat()} is out of range (2000-01-01 to 10 years from now)")  # fmt: skip
+        kind = "at" if spec.run_at is not None or spec.run_in_s is not None else "now"
+        run_at, cron = run_at.astimezone(UTC), None
     max_attempts = defaults.max_attempts if spec.max_attempts is None else spec.max_attempts
     if not 1 <= max_attempts <= 100:
         raise ValidationError("max_attempts", f"must be between 1 and 100, got {max_attempts}")
@@ -170,7 +183,7 @@ def validate(spec: JobSpec, config: Config, now: datetime) -> dict[str, Any]:
     return {
         "id": uuid.uuid4(), "tenant": spec.tenant, "name": spec.name, "task": spec.task,
         "params": spec.params, "schedule_kind": kind, "run_at": run_at, "cron": cron,
-        "timezone": spec.timezone if cron else "UTC", "misfire_policy": spec.misfire_policy,
+        "timezone": spec.timezone, "misfire_policy": spec.misfire_policy,
         "catch_up_limit": spec.catch_up_limit, "window_s": spec.window_s if cron else 0.0,
         "max_attempts": max_attempts, "backoff_base_s": backoff["backoff_base_s"][0],
         "backoff_factor": backoff["backoff_factor"][0], "backoff_max_s": backoff["backoff_max_s"][0], "timeout_s": timeout_s,
@@ -191,7 +204,7 @@ def next_runs(job: Job, after: datetime, count: int) -> list[datetime]:
     if job.schedule_kind != "cron" or job.cron is None:
         return [job.run_at] if job.run_at and job.run_at > after else []
     offset = timedelta(seconds=smear_offset_s(str(job.id), job.window_s))
-    return [t + offset for t in schedule_of(job).next_runs(after, count)]
+    return [shifted(t, offset) for t in schedule_of(job).next_runs(after, count)]
 
 
 def labelled_next_runs(job: Job, after: datetime, count: int) -> list[Run]:
@@ -199,7 +212,7 @@ def labelled_next_runs(job: Job, after: datetime, count: int) -> list[Run]:
     if job.schedule_kind != "cron" or job.cron is None:
         return [Run(job.run_at, (), None)] if job.run_at and job.run_at > after else []
     offset = timedelta(seconds=smear_offset_s(str(job.id), job.window_s))
-    return [Run(r.at + offset, r.labels, r.note) for r in schedule_of(job).labelled_runs(after, count)]
+    return [Run(shifted(r.at, offset), r.labels, r.note) for r in schedule_of(job).labelled_runs(after, count)]
 
 
 AlsoInTransaction = Callable[[Store, Job, list[Execution]], Awaitable[None]]
@@ -231,7 +244,7 @@ class Jobs:
         self.store = store
         self.queue = queue
         self.config = config
-        self.clock = clock or system()  # the host's: only bounds-checks run_at; due times use Postgres's
+        self.clock = clock or system()  # the host's: only stamps pause times; due times use Postgres's
 
     async def _enqueue(self, entries: list[Enqueue]) -> None:
         if not entries:
@@ -245,9 +258,11 @@ class Jobs:
         """Validate, commit the job with its first executions (a cron job: its first horizon),
         then ZADD those due inside the dispatch horizon. `also` runs inside the same transaction
         (the API records an idempotency key there); if it raises, nothing is written."""
-        values = validate(spec, self.config, self.clock.now())
         horizon_s = self.config.dispatcher.horizon_s
         async with self.store.transaction() as tx:
+            # Postgres's now, like the claim's: a job made "now" (or --in 5m) by a host whose clock
+            # is off is due at the right instant. A refusal raised here rolls back an empty transaction.
+            values = validate(spec, self.config, await tx.clock_now())
             job = await tx.job_insert(values)
             if job.schedule_kind == "cron":
                 done = await materialise_jobs(

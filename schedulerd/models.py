@@ -190,6 +190,17 @@ class Enqueue:
 
 
 @dataclass(frozen=True)
+class ApiToken(_Row):
+    """An API token as listed: never the secret (only its hash is stored), nor the hash."""
+
+    id: UUID
+    tenant: str
+    created_at: datetime
+    last_used_at: datetime | None  # to the minute
+    revoked_at: datetime | None
+
+
+@dataclass(frozen=True)
 class IdempotencyRecord(_Row):
     """The first result of a create made with an Idempotency-Key."""
 

@@ -213,6 +213,15 @@ class RequestCounter:
             return None
         return int(count), int(reset_ms) / 1000
 
+    async def count_seen(self, name: str) -> int | None:
+        """The count of `name`'s current window without counting a request (None: Redis cannot
+        answer). The API peeks at an address's failed authentications before looking a token up."""
+        try:
+            value = await self.client.get(self.key_prefix + name)
+        except (redis.RedisError, OSError):
+            return None
+        return int(value) if value is not None else 0
+
     async def delete_all(self) -> None:
         async for key in self.client.scan_iter(match=self.key_prefix + "*", count=1000):
             await self.client.delete(key)

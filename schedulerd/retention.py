@@ -33,6 +33,7 @@ class RetentionResult:
     dropped: list[date] = field(default_factory=list)
     kept: list[date] = field(default_factory=list)  # expired, but holding executions not yet final
     busy: bool = False  # another replica held the maintenance lock
+    idempotency_keys_pruned: int = 0  # keys past [api].idempotency_ttl_s deleted
 
 
 def day_bounds(day: date) -> tuple[datetime, datetime]:
@@ -46,9 +47,10 @@ def expired_days(days: list[date], today: date, retention_days: int) -> list[dat
 
 
 class Retention:
-    def __init__(self, store: Store, config: RetentionConfig) -> None:
+    def __init__(self, store: Store, config: RetentionConfig, idempotency_ttl_s: float | None = None) -> None:
         self.store = store
         self.config = config
+        self.idempotency_ttl_s = idempotency_ttl_s  # [api].idempotency_ttl_s: older keys replay nothing; None keeps them
 
     async def run_once(self) -> RetentionResult:
         today = (await self.store.clock_now()).astimezone(UTC).date()
@@ -70,7 +72,10 @@ class Retention:
                 dropped.append(day)
             else:
                 kept.append(day)
-        return RetentionResult(created, dropped, kept)
+        pruned = await self.store.idempotency_prune(self.idempotency_ttl_s) if self.idempotency_ttl_s is not None else 0
+        if pruned:
+            log.info("retention.idempotency_keys_pruned", count=pruned)
+        return RetentionResult(created, dropped, kept, idempotency_keys_pruned=pruned)
 
     async def _drop(self, day: date) -> bool:
         """Export (when configured) then drop one expired day; False when it must be kept."""

@@ -15,6 +15,7 @@ from uuid import UUID
 
 from schedulerd.errors import NotFoundError, ValidationError
 from schedulerd.jobs import TENANT_PATTERN
+from schedulerd.models import ApiToken
 from schedulerd.store import Store
 
 TOKEN_PREFIX = "sdk_"
@@ -63,6 +64,18 @@ class Tenants:
         if not await self.store.token_insert(token_id, tenant, token_hash(token)):
             raise NotFoundError(f"tenant {tenant!r} not found (create it with `schedulerd tenant create`)")
         return IssuedToken(token_id, tenant, token)
+
+    async def tokens(self, tenant: str) -> list[ApiToken]:
+        """A tenant's tokens, newest first (ids and times; the secrets are not kept)."""
+        return await self.store.token_list(tenant)
+
+    async def revoke(self, token_id: UUID, tenant: str | None = None) -> ApiToken:
+        """Revoke a token (only `tenant`'s, when given: another tenant's is "not found"). Takes
+        effect on the next request that presents it, on every replica."""
+        revoked = await self.store.token_revoke(token_id, tenant)
+        if revoked is None:
+            raise NotFoundError(f"token {token_id} not found")
+        return revoked
 
     async def authenticate(self, token: str) -> Principal | None:
         """The tenant of a live token, or None for anything else."""

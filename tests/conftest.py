@@ -35,6 +35,7 @@ configure_logging("warning", "console")  # keep test output to what the tests pr
 # Daemons the tests start (and the benchmark's replicas) would all bind [api].port 8080: they
 # run without the API unless a test turns it on with a port of its own.
 os.environ.setdefault("SCHEDULERD_API_ENABLED", "false")
+os.environ.setdefault("SCHEDULERD_OPS_ENABLED", "false")  # daemons started together would share [ops].port
 
 MakeJob = Callable[..., Awaitable[tuple[Job, Execution]]]
 

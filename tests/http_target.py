@@ -15,6 +15,7 @@ class Reply:
     body: bytes = b"ok"
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    trickle_s: float = 0.0  # pause before each byte of the body (a target that answers one byte at a time)
 
 
 @dataclass
@@ -52,7 +53,13 @@ class Target:
                 self.send_header("Content-Length", str(len(reply.body)))
                 self.end_headers()
                 try:
-                    self.wfile.write(reply.body)
+                    if reply.trickle_s:
+                        for i in range(len(reply.body)):
+                            threading.Event().wait(reply.trickle_s)
+                            self.wfile.write(reply.body[i : i + 1])
+                            self.wfile.flush()
+                    else:
+                        self.wfile.write(reply.body)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up first (a timeout test): expected
 

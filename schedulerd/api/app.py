@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 import structlog
 from fastapi import FastAPI, Request, Security
@@ -37,9 +38,10 @@ BODY_FIELDS = {
 }  # fmt: skip
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": text}
-    for status, text in [(401, "no valid bearer token"), (404, "no such object for this tenant"),
+    for status, text in [(400, "more than one Authorization header"), (401, "no valid bearer token"), (404, "no such object for this tenant"),
                          (413, "request body over api.max_body_bytes"), (422, "invalid input: `field` says which"),
-                         (429, "over api.rate_limit requests in api.rate_window_s (see Retry-After)")]
+                         (429, "over api.rate_limit requests in api.rate_window_s, or api.auth_failure_limit "
+                               "requests without a valid token from this address (see Retry-After)")]
 }  # fmt: skip
 
 
@@ -70,7 +72,8 @@ class Services:
 
 class BodyLimit:
     """ASGI middleware: read the body up to api.max_body_bytes (+1) before the app sees it, so an
-    oversized request gets a 413 naming the limit whatever its Content-Length claims."""
+    oversized request gets a 413 naming the limit whatever its Content-Length claims. A query
+    parameter with a NUL is refused here too (422 naming it), before any handler sees it."""
 
     def __init__(self, app: Any, max_bytes: int) -> None:
         self.app, self.max_bytes = app, max_bytes
@@ -80,6 +83,10 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         refused = ApiError(413, "limit_exceeded", f"request body is larger than {self.max_bytes} bytes",
                            field="body", limit="api.max_body_bytes")  # fmt: skip
+        bad_query = _unstorable_query_parameter(scope.get("query_string", b""))
+        if bad_query is not None:
+            return await error_response(ApiError(422, "validation", "contains a NUL character, which cannot be stored",
+                                                 field=bad_query))(scope, receive, send)  # fmt: skip
         declared = dict(scope["headers"]).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > self.max_bytes:
             return await error_response(refused)(scope, receive, send)
@@ -103,6 +110,45 @@ class BodyLimit:
             return {"type": "http.request", "body": body, "more_body": False}
 
         await self.app(scope, replay, send)
+
+
+class SecurityHeaders:
+    """ASGI middleware: every response says what a browser may do with it. The dashboard and /docs
+    load only this origin's files (no inline script or handler, no third-party CDN), no page of
+    ours may be framed (clickjacking), no type is sniffed, and no URL leaks in a Referer."""
+
+    HEADERS = [
+        (b"content-security-policy", b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                                     b"connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+                                     b"frame-ancestors 'none'"),
+        (b"x-content-type-options", b"nosniff"),
+        (b"x-frame-options", b"DENY"),
+        (b"referrer-policy", b"no-referrer"),
+    ]  # fmt: skip
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Callable[[], Awaitable[Any]], send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def with_headers(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                names = {name.lower() for name, _ in message.get("headers", [])}
+                message["headers"] = [*message.get("headers", []), *((n, v) for n, v in self.HEADERS if n not in names)]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def _unstorable_query_parameter(query_string: bytes) -> str | None:
+    """The first query parameter (name or value) holding a NUL, which no text filter may carry
+    to Postgres; checked here once for every endpoint rather than in each handler."""
+    for name, value in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
+        if "\x00" in name or "\x00" in value:
+            return name.replace("\x00", "\\0") or "query"
+    return None
 
 
 def _pydantic_error(exc: RequestValidationError) -> ApiError:
@@ -161,19 +207,29 @@ def _install_error_handlers(app: FastAPI) -> None:
 
 def create_app(jobs: Jobs, store: Store, queue: DelayQueue, config: Config) -> FastAPI:
     """The API and dashboard over these services (the daemon's own, or a test's)."""
-    from schedulerd.api import late_routes, ops, routes
+    from schedulerd.api import late_routes, routes
 
     registry.load_modules(config.daemon.task_modules)
     services = Services(jobs, store, queue, config, Tenants(store), RequestCounter(queue.client, config.redis.prefix))
     bearer = HTTPBearer(auto_error=False, description="a tenant's API token: `schedulerd token create TENANT`")
 
-    async def caller(credentials: HTTPAuthorizationCredentials | None = Security(bearer)) -> Principal:
-        """Authenticate the token, then count the request against its rate limit."""
+    async def caller(request: Request, credentials: HTTPAuthorizationCredentials | None = Security(bearer)) -> Principal:
+        """Authenticate the token, then count the request against its rate limit. Requests without
+        a valid token count against their address's limit, checked before any lookup."""
+        api = config.api
+        if len(request.headers.getlist("authorization")) > 1:  # which one would act? Neither.
+            raise ApiError(400, "bad_request", "give one Authorization header, not several", field="Authorization")
+        address = "addr:" + (request.client.host if request.client else "unknown")
+        failures = await services.counter.count_seen(address)
+        if failures is not None and failures >= api.auth_failure_limit:
+            raise ApiError(429, "limit_exceeded", f"more than {api.auth_failure_limit} requests without a valid token "
+                           f"from this address in {api.rate_window_s:g} s", limit="api.auth_failure_limit",
+                           headers={"Retry-After": str(max(1, math.ceil(api.rate_window_s)))})  # fmt: skip
         principal = await services.tenants.authenticate(credentials.credentials) if credentials else None
         if principal is None:
+            await services.counter.count_request(address, api.rate_window_s)
             raise ApiError(401, "unauthorized", "a valid bearer token is required (Authorization: Bearer sdk_...)",
                            headers={"WWW-Authenticate": "Bearer"})  # fmt: skip
-        api = config.api
         counted = await services.counter.count_request(str(principal.token_id), api.rate_window_s)
         if counted is not None and counted[0] > api.rate_limit:
             raise ApiError(
@@ -185,17 +241,32 @@ def create_app(jobs: Jobs, store: Store, queue: DelayQueue, config: Config) -> F
     app = FastAPI(
         title="schedulerd", version="1", description="Register jobs (now, at an instant, or on a cron schedule in "
         "an IANA zone) and see what happened. Every request needs `Authorization: Bearer <token>`.",
-        docs_url="/docs", redoc_url=None, responses=ERRORS,
+        docs_url=None, redoc_url=None, responses=ERRORS,  # /docs below: FastAPI's loads Swagger UI from a CDN
     )  # fmt: skip
     _install_error_handlers(app)
     app.include_router(late_routes.router(services, caller))  # first: /v1/executions/late is not an execution id
     app.include_router(routes.router(services, caller))
-    app.include_router(ops.router(store, queue, top_tenants=config.forecast.top_tenants))
     app.mount("/dashboard", StaticFiles(directory=DASHBOARD_DIR), name="dashboard")
 
     @app.get("/", include_in_schema=False)
     async def dashboard() -> FileResponse:
         return FileResponse(DASHBOARD_DIR / "index.html")
 
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> FileResponse:
+        return FileResponse(DASHBOARD_DIR / "docs.html")
+
     app.add_middleware(BodyLimit, max_bytes=config.api.max_body_bytes)
+    app.add_middleware(SecurityHeaders)
+    return app
+
+
+def create_ops_app(store: Store, queue: DelayQueue, config: Config) -> FastAPI:
+    """The operator endpoints (/metrics, /forecast, /healthz, /readyz), for the [ops] listener only:
+    the tenant app above serves none of them."""
+    from schedulerd.api import ops
+
+    app = FastAPI(title="schedulerd operator endpoints", docs_url=None, redoc_url=None, openapi_url=None)
+    _install_error_handlers(app)
+    app.include_router(ops.router(store, queue, top_tenants=config.forecast.top_tenants))
     return app

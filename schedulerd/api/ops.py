@@ -1,8 +1,8 @@
 """Operator endpoints: /metrics (Prometheus), /healthz (the process answers), /readyz
 (Postgres and Redis answer, the schema is current, every loop ticked recently) and /forecast
-(executions due in the next 1, 5, 15 and 60 minutes, for autoscalers). No token: bind the API to
-a private address; these reveal no tenant's jobs (/forecast and /metrics name the busiest tenants,
-no more). They are left out of /openapi.json, which documents the tenant API.
+(executions due in the next 1, 5, 15 and 60 minutes, for autoscalers). Served only on the [ops]
+listener (api/app.py create_ops_app), never the tenants': /forecast and /metrics name the busiest
+tenants and the hosts they call. No token: keep [ops].host private.
 """
 
 from __future__ import annotations

@@ -17,11 +17,14 @@ from fastapi.responses import JSONResponse
 from schedulerd import registry
 from schedulerd.api import schemas
 from schedulerd.api.app import ERRORS, ApiError, Services
+from schedulerd.core.durations import parse_instant
 from schedulerd.core.overrun import Overrun
+from schedulerd.core.targets import redact
+from schedulerd.core.tenant_view import tenant_error
 from schedulerd.dead_letters import DeadLetters, FailedFilter
 from schedulerd.errors import ValidationError
-from schedulerd.jobs import JobSpec, labelled_next_runs, next_runs, schedule_of
-from schedulerd.models import Attempt, Execution, Job, LastExecution, Redrive
+from schedulerd.jobs import JobSpec, labelled_next_runs, next_runs, schedule_of, validate
+from schedulerd.models import ApiToken, Attempt, Execution, Job, LastExecution, Redrive
 from schedulerd.overrun import overruns
 from schedulerd.store import Store
 from schedulerd.tenants import Principal
@@ -36,7 +39,7 @@ def job_view(job: Job, now: datetime, last: LastExecution | None = None, overrun
              fraction: float = 0.8) -> schemas.Job:
     state = "deleted" if job.deleted_at else "enabled" if job.enabled else "paused"
     return schemas.Job(
-        id=job.id, tenant=job.tenant, name=job.name, task=job.task, params=job.params, schedule_kind=job.schedule_kind,
+        id=job.id, tenant=job.tenant, name=job.name, task=job.task, params=_shown_params(job), schedule_kind=job.schedule_kind,
         run_at=job.run_at, cron=job.cron, timezone=job.timezone,
         misfire=schemas.MisfirePolicy(policy=job.misfire_policy, catch_up_limit=job.catch_up_limit),
         window_s=job.window_s, retry=schemas.Retry(max_attempts=job.max_attempts, backoff_base_s=job.backoff_base_s,
@@ -54,6 +57,14 @@ def job_view(job: Job, now: datetime, last: LastExecution | None = None, overrun
     )  # type: ignore[arg-type]  # fmt: skip
 
 
+def _shown_params(job: Job) -> dict[str, Any]:
+    """A job's params as the API shows them: an http target's URL without its credentials."""
+    url = job.params.get("url")
+    if job.task == "http" and isinstance(url, str):
+        return {**job.params, "url": redact(url)}
+    return job.params
+
+
 def execution_view(execution: Execution) -> dict[str, Any]:
     started = execution.first_started_at
     return {
@@ -61,7 +72,7 @@ def execution_view(execution: Execution) -> dict[str, Any]:
         "due_at": execution.due_at, "status": execution.status, "reason": execution.reason,
         "attempt": execution.attempt, "worker": execution.worker, "enqueued_at": execution.enqueued_at,
         "first_started_at": started, "started_at": execution.started_at, "finished_at": execution.finished_at,
-        "last_error": execution.last_error,
+        "last_error": tenant_error(execution.last_error),
         "start_lag_s": (started - execution.scheduled_for).total_seconds() if started else None,
         "origin": execution.origin, "redrives": execution.redrives,
         "late_reason": execution.late_reason,
@@ -70,7 +81,7 @@ def execution_view(execution: Execution) -> dict[str, Any]:
 
 def redrive_view(redrive: Redrive) -> dict[str, Any]:
     return {"fence": redrive.fence, "redriven_at": redrive.redriven_at, "redriven_by": redrive.redriven_by,
-            "attempts_before": redrive.attempts_before, "error_before": redrive.error_before}  # fmt: skip
+            "attempts_before": redrive.attempts_before, "error_before": tenant_error(redrive.error_before)}  # fmt: skip
 
 
 def actor(who: Principal) -> str:
@@ -81,7 +92,7 @@ def actor(who: Principal) -> str:
 def attempt_view(attempt: Attempt) -> dict[str, Any]:
     return {"attempt": attempt.attempt, "worker": attempt.worker, "started_at": attempt.started_at,
             "finished_at": attempt.finished_at, "duration_s": attempt.duration_s, "outcome": attempt.outcome,
-            "error": attempt.error}  # fmt: skip
+            "error": tenant_error(attempt.error)}  # fmt: skip
 
 
 def encode_cursor(at: datetime, row_id: UUID) -> str:
@@ -93,11 +104,8 @@ def decode_cursor(cursor: str | None) -> tuple[datetime, UUID] | None:
         return None
     try:
         at, row_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        parsed = datetime.fromisoformat(at)
-        if parsed.tzinfo is None:
-            raise ValueError
-        return parsed, UUID(row_id)
-    except (ValueError, TypeError, UnicodeDecodeError):
+        return parse_instant(at), UUID(row_id)  # a forged cursor is input like any other
+    except (ValueError, TypeError, UnicodeDecodeError, RecursionError):
         raise ApiError(422, "validation", "is not a cursor this API returned", field="cursor") from None
 
 
@@ -134,6 +142,9 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
 
         if idempotency_key is None:
             return created(*await jobs.create(spec))
+        # Validate before hashing: the hash serialises the body, which must not be the first
+        # thing to meet lone surrogates or deep nesting (a 500 instead of a 422 naming the field).
+        validate(spec, config, datetime.now(UTC))
         request_hash = hashlib.sha256(body.model_dump_json().encode()).digest()
         ttl_s = config.api.idempotency_ttl_s
 
@@ -334,6 +345,25 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
             "moved_jobs": [{"job_id": m.job_id, "old_version": m.old_version, "removed": m.removed, "added": m.added,
                             "moves": m.moves} for m in moved],
         }  # fmt: skip
+
+    def token_view(token: ApiToken, who: Principal) -> dict[str, Any]:
+        return {"id": token.id, "created_at": token.created_at, "last_used_at": token.last_used_at,
+                "revoked_at": token.revoked_at, "current": token.id == who.token_id}  # fmt: skip
+
+    @api.get("/tokens", response_model=schemas.Tokens, tags=["tenant"], summary="this tenant's API tokens")
+    async def list_tokens(who: Caller) -> Any:
+        return {"items": [token_view(t, who) for t in await services.tenants.tokens(who.tenant)]}
+
+    @api.post("/tokens", status_code=201, response_model=schemas.IssuedToken, tags=["tenant"],
+              summary="issue another token for this tenant (rotation): the secret is shown once")  # fmt: skip
+    async def issue_token(who: Caller) -> Any:
+        issued = await services.tenants.issue_token(who.tenant)
+        return {"id": issued.token_id, "token": issued.token}
+
+    @api.delete("/tokens/{token_id}", response_model=schemas.Token, tags=["tenant"],
+                summary="revoke one of this tenant's tokens (this one too: the next request with it gets 401)")  # fmt: skip
+    async def revoke_token(token_id: UUID, who: Caller) -> Any:
+        return token_view(await services.tenants.revoke(token_id, who.tenant), who)
 
     @api.get("/me", response_model=schemas.Me, tags=["tenant"], summary="the tenant this token belongs to")
     async def me(who: Caller) -> Any:

@@ -7,9 +7,9 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 
-from schedulerd.core.durations import parse_instant
+from schedulerd.core.durations import parse_instant, text_problem
 from schedulerd.core.late import LateReason
 from schedulerd.models import ExecutionStatus
 
@@ -19,12 +19,19 @@ def _instant(value: Any) -> Any:
     (guessing a zone is how jobs end up running an hour off)."""
     if value is None or isinstance(value, datetime):
         return value
-    if not isinstance(value, str):
-        raise ValueError("must be an ISO 8601 string with a UTC offset, e.g. 2026-12-01T09:00:00Z")
-    return parse_instant(value)
+    return parse_instant(value)  # the one parser of instants, shared with the CLI
+
+
+def _storable(value: str) -> str:
+    """Text Postgres can store: refused here, naming the field, not by the driver with a 500."""
+    problem = text_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
 
 
 Instant = Annotated[datetime, BeforeValidator(_instant)]
+Text = Annotated[StrictStr, AfterValidator(_storable)]  # every free-text input field
 Status = Literal["pending", "queued", "running", "succeeded", "failed", "skipped", "cancelled"]
 assert set(Status.__args__) == set(ExecutionStatus)  # type: ignore[attr-defined]
 Seconds = Annotated[StrictFloat, Field(allow_inf_nan=False)]
@@ -57,12 +64,12 @@ class MisfirePolicy(_Input):
 class JobCreate(_Input):
     """No run_at and no cron: run now. run_at: once at that instant. cron + timezone: recurring."""
 
-    task: StrictStr = Field(..., max_length=200, description="a registered task type (GET /v1/tasks)")
+    task: Text = Field(..., max_length=200, description="a registered task type (GET /v1/tasks)")
     params: dict[str, Any] = Field(default_factory=dict, description="JSON object passed to the handler")
-    name: StrictStr | None = Field(None, max_length=200)
+    name: Text | None = Field(None, max_length=200)
     run_at: Instant | None = Field(None, description="ISO 8601 instant with a UTC offset")
-    cron: StrictStr | None = Field(None, max_length=200, description="5-field cron expression or @hourly, @daily, ...")
-    timezone: StrictStr = Field("UTC", max_length=100, description="IANA zone the cron expression is read in")
+    cron: Text | None = Field(None, max_length=200, description="5-field cron expression or @hourly, @daily, ...")
+    timezone: Text = Field("UTC", max_length=100, description="IANA zone the cron expression is read in")
     misfire: MisfirePolicy = Field(default_factory=MisfirePolicy)
     window_s: Seconds = Field(0.0, ge=0, le=86400, description="smear each run by a stable offset within this window")
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
@@ -75,7 +82,7 @@ class JobCreate(_Input):
 
 
 class PauseRequest(_Input):
-    note: StrictStr | None = Field(None, max_length=500, description="why the job is paused; shown until it is resumed")
+    note: Text | None = Field(None, max_length=500, description="why the job is paused; shown until it is resumed")
 
 
 class BackfillRequest(_Input):
@@ -90,8 +97,8 @@ class RedriveRequest(_Input):
 
     ids: list[UUID] | None = Field(None, min_length=1, description="failed executions to redrive")
     job: UUID | None = Field(None, description="every failed execution of this job")
-    task: StrictStr | None = Field(None, max_length=200, description="of this task type")
-    error: StrictStr | None = Field(None, min_length=1, max_length=500, description="whose last error contains this (any case)")
+    task: Text | None = Field(None, max_length=200, description="of this task type")
+    error: Text | None = Field(None, min_length=1, max_length=500, description="whose last error contains this (any case)")
     since: Instant | None = Field(None, description="failed at or after (ISO 8601)")
     until: Instant | None = Field(None, description="failed before (ISO 8601)")
 
@@ -267,6 +274,23 @@ class ExecutionPage(BaseModel):
 
 class Me(BaseModel):
     tenant: str
+
+
+class Token(BaseModel):
+    id: UUID
+    created_at: datetime
+    last_used_at: datetime | None = Field(None, description="last request made with it (to the minute)")
+    revoked_at: datetime | None
+    current: bool = Field(False, description="the token this request was made with")
+
+
+class Tokens(BaseModel):
+    items: list[Token] = Field(..., description="this tenant's tokens, newest first; the secrets are never shown again")
+
+
+class IssuedToken(BaseModel):
+    id: UUID
+    token: str = Field(..., description="the secret: shown once, only its hash is kept")
 
 
 class Tasks(BaseModel):

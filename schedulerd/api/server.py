@@ -21,7 +21,7 @@ class _Server(uvicorn.Server):
         yield  # SIGTERM/SIGINT belong to the daemon, which sets `stop`
 
 
-def listen(host: str, port: int) -> socket.socket:
+def listen(host: str, port: int, section: str = "api") -> socket.socket:
     """Bind before serving, so a taken port fails the daemon at start with a clear message."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -30,7 +30,8 @@ def listen(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise ConfigError(f"api: cannot listen on {host}:{port} ({exc.strerror}); set [api].port or SCHEDULERD_API_PORT") from None
+        raise ConfigError(f"{section}: cannot listen on {host}:{port} ({exc.strerror}); set [{section}].port or "
+                          f"SCHEDULERD_{section.upper()}_PORT") from None
     sock.listen(128)
     sock.set_inheritable(True)
     return sock

@@ -58,4 +58,11 @@ def scheduled_for_bounds(execution_ids: Iterable[uuid.UUID | str]) -> tuple[date
         highest = ms if highest is None or ms > highest else highest
     if lowest is None or highest is None:
         return EARLIEST, EARLIEST  # no ids: an empty range
+    if highest >= _LAST_MS:
+        # 48 bits reach year 10889: an id made elsewhere (or made up) may name a time Python
+        # cannot hold. Such an id narrows nothing, like an id without a time.
+        return EARLIEST, LATEST
     return _EPOCH + lowest * _ONE_MS, _EPOCH + (highest + 1) * _ONE_MS
+
+
+_LAST_MS = (LATEST - _EPOCH) // _ONE_MS

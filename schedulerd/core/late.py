@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from schedulerd.core.durations import parse_instant
+from schedulerd.core.durations import parse_instant, shifted
 from schedulerd.core.schedule import CronSchedule
 
 
@@ -77,7 +77,8 @@ def nearest_occurrence(schedule: CronSchedule, at: datetime, within: timedelta =
     >>> nearest_occurrence(CronSchedule("0 2 * * *"), datetime(2026, 5, 1, 2, 7, tzinfo=UTC))
     datetime.datetime(2026, 5, 1, 2, 0, tzinfo=datetime.timezone.utc)
     """
-    candidates = schedule.occurrences(at - within - timedelta(microseconds=1), at + within)
+    # shifted(): an instant asked about may sit at either end of the calendar.
+    candidates = schedule.occurrences(shifted(at, -within - timedelta(microseconds=1)), shifted(at, within))
     return min(candidates, key=lambda t: (abs(t - at), t)) if candidates else None
 
 

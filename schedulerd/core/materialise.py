@@ -12,6 +12,7 @@ import itertools
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from schedulerd.core.durations import shifted
 from schedulerd.core.schedule import CronSchedule, smear_offset_s
 
 ALIGN_S = 60
@@ -42,11 +43,12 @@ def plan(
     Smearing delays each due time by a stable offset in [0, window_s) derived from the job id;
     scheduled_for stays the nominal instant (the unique slot).
     """
-    end = now + timedelta(seconds=horizon_s)
+    # shifted(): a clock (or a test's) near the calendar's ends must not overflow the window.
+    end = shifted(now, timedelta(seconds=horizon_s))
     until = datetime.fromtimestamp(end.timestamp() // ALIGN_S * ALIGN_S, end.tzinfo)
     start = now if cursor is None else cursor
     unrecorded = None
-    oldest = now - timedelta(seconds=lookback_s)
+    oldest = shifted(now, -timedelta(seconds=lookback_s))
     if start < oldest:
         unrecorded, start = (start, oldest), oldest
     if until <= start:
@@ -56,7 +58,7 @@ def plan(
         instants = instants[:max_occurrences]
         until = instants[-1]
     offset = timedelta(seconds=smear_offset_s(job_id, window_s))
-    return Plan([(t, t + offset) for t in instants], until, unrecorded)
+    return Plan([(t, shifted(t, offset)) for t in instants], until, unrecorded)
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,10 @@ from zoneinfo import ZoneInfo, available_timezones
 UTC = timezone.utc
 _DAY = timedelta(days=1)
 _SECOND = timedelta(seconds=1)
-# Keep the one-day margins below away from datetime.min/max.
-_MIN = datetime(1, 1, 3, tzinfo=UTC)
-_MAX = datetime(9999, 12, 29, tzinfo=UTC)
+# The calendar's ends. Occurrences are found by local date, so the schedule covers every instant
+# from 0001-01-01 to 9999-12-31 (UTC) whose local date also lies in those years.
+_MIN = datetime.min.replace(tzinfo=UTC)
+_MAX = datetime.max.replace(tzinfo=UTC)
 
 _MACROS = {
     "@yearly": "0 0 1 1 *",
@@ -235,7 +236,10 @@ def _day_events(spec: _Spec, zone: tzinfo, day: date, both: bool, shift: bool) -
     for td in spec.times:
         naive = midnight + td
         off0, off1 = _off(zone, naive), _off(zone, naive.replace(fold=1))
-        u0, u1 = (naive - off0).replace(tzinfo=UTC), (naive - off1).replace(tzinfo=UTC)
+        try:
+            u0, u1 = (naive - off0).replace(tzinfo=UTC), (naive - off1).replace(tzinfo=UTC)
+        except OverflowError:  # its instant lies before 0001-01-01 or after 9999-12-31 UTC
+            continue
         if off0 == off1:  # exists once
             out.append(_Event(u0, naive, "plain"))
         elif off0 > off1:  # happens twice (fall back): u0 is the first
@@ -254,8 +258,31 @@ def _day_events(spec: _Spec, zone: tzinfo, day: date, both: bool, shift: bool) -
 
 def _day_offsets(zone: tzinfo, day: date) -> set[timedelta]:
     start = datetime(day.year, day.month, day.day)
-    end = start + _DAY
+    end = start + _DAY if day < date.max else datetime.max  # the calendar's last day ends at its last instant
     return {_off(zone, start), _off(zone, start.replace(fold=1)), _off(zone, end), _off(zone, end.replace(fold=1))}
+
+
+def _local_date(at: datetime, zone: tzinfo, margin_days: int) -> date:
+    """The local date of `at` in `zone`, moved by margin_days, held inside date.min..date.max
+    (at the calendar's ends a local date can be year 0 or 10000, which Python cannot hold)."""
+    try:
+        day = at.astimezone(zone).date()
+    except OverflowError:
+        return date.min if at.year == 1 else date.max
+    try:
+        return day + timedelta(days=margin_days)
+    except OverflowError:
+        return date.min if margin_days < 0 else date.max
+
+
+def _days(first: date, last: date) -> Iterator[date]:
+    """first..last inclusive, stopping at date.max instead of overflowing."""
+    day = first
+    while day <= last:
+        yield day
+        if day == date.max:
+            return
+        day += _DAY
 
 
 def _compute(
@@ -268,15 +295,18 @@ def _compute(
     out: list[datetime] = []
     irregular = False
     # One day of margin each side: a fixed time in a gap can run on the next local date.
-    day = after.astimezone(zone).date() - _DAY
-    last = until.astimezone(zone).date() + _DAY
-    while day <= last:
+    for day in _days(_local_date(after, zone, -1), _local_date(until, zone, 1)):
         if spec.matches(day):
             offs = _day_offsets(zone, day)
             if len(offs) == 1:
                 # One offset all day (tzdata has no two transitions within 36 h since 1970), so
                 # run instants are midnight-in-UTC plus the wall-clock offsets; bisect the window.
-                base = datetime(day.year, day.month, day.day, tzinfo=UTC) - offs.pop()
+                offset = offs.pop()
+                try:
+                    base = datetime(day.year, day.month, day.day, tzinfo=UTC) - offset
+                except OverflowError:  # local 0001-01-01 began in UTC's year 0, or 9999-12-31 ends in 10000
+                    out.extend(_edge_day(spec.times, day, offset, after, until))
+                    continue
                 i = bisect.bisect_right(spec.times, after - base)
                 j = bisect.bisect_right(spec.times, until - base)
                 out.extend([base + td for td in spec.times[i:j]])
@@ -284,7 +314,6 @@ def _compute(
                 irregular = True
                 events = _day_events(spec, zone, day, both, shift)
                 out.extend(e.at for e in events if e.at is not None and after < e.at <= until)
-        day += _DAY
     if irregular:
         # Transition days can emit out of order (both folds of a repeated hour) or collide
         # (several times in one gap). Sorting a nearly sorted list is linear; a set() of aware
@@ -292,6 +321,18 @@ def _compute(
         out.sort()
         out = [u for i, u in enumerate(out) if i == 0 or u != out[i - 1]]
     return tuple(out)
+
+
+def _edge_day(times: tuple[timedelta, ...], day: date, offset: timedelta, after: datetime, until: datetime) -> list[datetime]:
+    """The fast path's runs of a local day whose midnight in UTC is outside the calendar: the same
+    sums, kept as offsets from the Unix epoch until they are known to be inside (after, until]."""
+    base = timedelta(days=(day - _EPOCH_DATE).days) - offset
+    low, high = after - _EPOCH, until - _EPOCH
+    return [_EPOCH + base + td for td in times if low < base + td <= high]
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_EPOCH_DATE = _EPOCH.date()
 
 
 @lru_cache(maxsize=1024)
@@ -392,7 +433,8 @@ class CronSchedule:
         return list(_cached(self.expression, self.timezone, _utc("after", after), _utc("until", until), both, shift))
 
     def next_runs(self, after: datetime, count: int) -> list[datetime]:
-        """The first `count` UTC instants strictly after `after` (fewer only past year 9999)."""
+        """The first `count` UTC instants strictly after `after` (fewer only when the calendar
+        ends first, at 9999-12-31 in UTC and in the zone)."""
         if count < 0:
             raise ValueError(f"count must be >= 0, got {count}")
         both, shift = self.repeated == "both", self.missing == "shift"
@@ -429,8 +471,7 @@ class CronSchedule:
         both, shift = self.repeated == "both", self.missing == "shift"
         start = _utc("after", after)
         found: dict[datetime, dict[str, list[_Event]]] = {run: {} for run in runs}
-        day, last = start.astimezone(zone).date() - _DAY, runs[-1].astimezone(zone).date() + _DAY
-        while day <= last:
+        for day in _days(_local_date(start, zone, -1), _local_date(runs[-1], zone, 1)):
             if spec.matches(day) and len(_day_offsets(zone, day)) > 1:
                 for event in _day_events(spec, zone, day, both, shift):
                     if event.kind == "plain":
@@ -443,7 +484,6 @@ class CronSchedule:
                         target = runs[i] if gap_end > start and i < len(runs) else None
                     if target in found:
                         found[target].setdefault(event.kind, []).append(event)
-            day += _DAY
         return [Run(run, *_label(zone, kinds)) for run, kinds in found.items()]
 
 

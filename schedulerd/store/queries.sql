@@ -415,6 +415,32 @@ WITH found AS (
 )
 SELECT id, tenant FROM found;
 
+-- name: token_list
+-- Tenant $1's tokens, newest first: id, when made, last used (to the minute), revoked.
+SELECT id, tenant, created_at, last_used_at, revoked_at FROM api_tokens
+WHERE tenant = $1
+ORDER BY created_at DESC, id DESC;
+
+-- name: token_revoke
+-- Revoke token $1 (only tenant $2's when $2 is not null); returns it, or nothing when there is no
+-- such token. Revoking a revoked token keeps its first revocation time.
+UPDATE api_tokens SET revoked_at = coalesce(revoked_at, clock_timestamp())
+WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)
+RETURNING id, tenant, created_at, last_used_at, revoked_at;
+
+-- name: idempotency_prune
+-- Delete up to $2 idempotency keys older than $1 seconds (they replay nothing any more); returns
+-- how many went, so the caller repeats while a batch comes back full.
+WITH expired AS (
+    SELECT tenant, key FROM idempotency_keys
+    WHERE created_at <= clock_timestamp() - make_interval(secs => $1)
+    ORDER BY created_at
+    LIMIT $2
+)
+DELETE FROM idempotency_keys k USING expired e
+WHERE k.tenant = e.tenant AND k.key = e.key
+  AND k.created_at <= clock_timestamp() - make_interval(secs => $1);
+
 -- name: idempotency_get
 -- The recorded first result of tenant $1's create with key $2, if younger than $3 seconds.
 SELECT request_hash, job_id, response FROM idempotency_keys

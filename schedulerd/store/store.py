@@ -15,7 +15,7 @@ import asyncpg
 
 from schedulerd.core.ids import scheduled_for_bounds
 from schedulerd.models import (
-    Attempt, Claim, Enqueue, Execution, FailedExecution, Forecast, IdempotencyRecord, Job, LastExecution,
+    ApiToken, Attempt, Claim, Enqueue, Execution, FailedExecution, Forecast, IdempotencyRecord, Job, LastExecution,
     LateExecution, Outcome, Redrive, TenantStats, TzMovedJob, TzRecompute,
 )  # fmt: skip
 from schedulerd.store.sql import QUERIES
@@ -391,6 +391,24 @@ class Store:
         row = await self.db.fetchrow(QUERIES["token_authenticate"], token_hash)
         return (row["id"], row["tenant"]) if row else None
 
+    async def token_list(self, tenant: str) -> list[ApiToken]:
+        return [ApiToken.from_row(r) for r in await self.db.fetch(QUERIES["token_list"], tenant)]
+
+    async def token_revoke(self, token_id: UUID, tenant: str | None) -> ApiToken | None:
+        """None when there is no such token (for this tenant, when one is given)."""
+        row = await self.db.fetchrow(QUERIES["token_revoke"], token_id, tenant)
+        return ApiToken.from_row(row) if row else None
+
+    async def idempotency_prune(self, ttl_s: float, batch_size: int = 10000) -> int:
+        """Delete idempotency keys past their TTL, a batch at a time; returns how many."""
+        total = 0
+        while True:
+            status = await self.db.execute(QUERIES["idempotency_prune"], ttl_s, batch_size)
+            deleted = int(status.rsplit(" ", 1)[1])
+            total += deleted
+            if deleted < batch_size:
+                return total
+
     async def idempotency_get(self, tenant: str, key: str, ttl_s: float) -> IdempotencyRecord | None:
         row = await self.db.fetchrow(QUERIES["idempotency_get"], tenant, key, ttl_s)
         return IdempotencyRecord.from_row(row) if row else None
@@ -489,6 +507,15 @@ class Store:
 
     async def migration_applied(self) -> set[str]:
         return {r["migration_id"] for r in await self.db.fetch(QUERIES["migration_applied"])}
+
+    async def migration_missing(self) -> list[str]:
+        """Migrations this code ships that the database lacks: every one on a database that was
+        never migrated (no yoyo table yet), so callers can say "run schedulerd migrate"."""
+        try:
+            applied = await self.migration_applied()
+        except asyncpg.UndefinedTableError:
+            applied = set()
+        return sorted({p.stem for p in MIGRATIONS_DIR.glob("*.sql")} - applied)
 
     # --- dead letters: list and redrive failed executions ------------------------------------
 

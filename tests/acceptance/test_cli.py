@@ -48,7 +48,7 @@ def test_cadence_schedules_keep_real_time_through_dst(cli) -> None:
         (["job", "create", "--task", "log", "--at", "2026-12-01T09:00"], "--at: '2026-12-01T09:00' has no UTC offset"),
         (["job", "create", "--task", "log", "--in", "5x"], "--in: '5x' is not a duration"),
         (["job", "create", "--task", "log", "--cron", "*/0 * * * *"], "cron: bad cron expression"),
-        (["job", "create", "--task", "log", "--cron", "@daily", "--tz", "Nowhere/Land"], "timezone: unknown time zone 'Nowhere/Land'"),
+        (["job", "create", "--task", "log", "--cron", "@daily", "--tz", "Nowhere/Land"], "--tz: unknown time zone 'Nowhere/Land'"),
         (["job", "create", "--task", "log", "--params", json.dumps({"x": "a" * 70000})], "params: is 70009 bytes; the limit is 65536"),
         (["cron", "next", "0 0 30 2 *"], "never fires"),
         (["executions", "show", "not-a-uuid"], "id: 'not-a-uuid' is not a valid id"),
@@ -182,3 +182,18 @@ async def test_status_shows_the_due_forecast(cli, make_job) -> None:  # type: ig
     report = json.loads(cli("status", "--json").stdout)
     assert report["due_next"] == {"1m": 1, "5m": 1, "15m": 2, "60m": 2}
     assert "due_next" in cli("status").stdout
+
+
+def test_token_list_and_revoke(cli) -> None:  # type: ignore[no-untyped-def]
+    made = cli("tenant", "create", "tokens-cli")
+    assert made.returncode == 0, made.stderr
+    second = cli("token", "create", "tokens-cli")
+    token_id = second.stdout.split("token ", 1)[1].split(" ", 1)[0]
+    listed = json.loads(cli("token", "list", "tokens-cli", "--json").stdout)
+    assert len(listed) == 2 and all(t["revoked_at"] is None for t in listed) and "token_hash" not in listed[0]
+    revoked = cli("token", "revoke", token_id)
+    assert revoked.returncode == 0 and f"token {token_id} of tenant tokens-cli revoked" in revoked.stdout
+    listed = json.loads(cli("token", "list", "tokens-cli", "--json").stdout)
+    assert sum(t["revoked_at"] is not None for t in listed) == 1
+    assert cli("token", "revoke", "00000000-0000-0000-0000-000000000000").returncode == 1
+    assert cli("token", "revoke", "nope").returncode == 2

@@ -17,11 +17,12 @@ def _free_port() -> int:
 
 
 async def test_metrics_show_start_lag_after_jobs_run_and_readyz_turns_ready(make_job, store, start_daemon) -> None:
-    port = _free_port()
-    start_daemon("replica-1", SCHEDULERD_API_ENABLED="true", SCHEDULERD_API_PORT=str(port))
+    port, ops_port = _free_port(), _free_port()
+    start_daemon("replica-1", SCHEDULERD_API_ENABLED="true", SCHEDULERD_API_PORT=str(port),
+                 SCHEDULERD_OPS_ENABLED="true", SCHEDULERD_OPS_PORT=str(ops_port))  # fmt: skip
     for _ in range(3):
         await make_job("noop")
-    base = f"http://127.0.0.1:{port}"
+    base = f"http://127.0.0.1:{ops_port}"  # operator endpoints: their own listener
 
     async def lag_count() -> float:
         try:
@@ -43,3 +44,5 @@ async def test_metrics_show_start_lag_after_jobs_run_and_readyz_turns_ready(make
     assert set(body["last_tick_s_ago"]) == {
         "materialiser", "dispatcher", "worker", "worker.heartbeat", "worker.finish", "sweeper", "retention", "observer"
     }  # fmt: skip
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=2) as tenants:
+        assert (await tenants.get("/metrics")).status_code == 404  # the tenants' listener serves no operator endpoint

@@ -60,7 +60,7 @@ async def test_job_create_with_overrides_and_its_labelled_next_runs(cli, store) 
 @pytest.mark.parametrize(("args", "message"), [
     (["job", "create", "--task", "log", "--cron", "@daily", "--dst-repeated", "twice"], "invalid choice: 'twice'"),
     (["job", "create", "--task", "log", "--cron", "@daily", "--dst-missing", "later"], "invalid choice: 'later'"),
-    (["job", "create", "--task", "log", "--dst-missing", "skip"], "dst_missing: applies to cron jobs only"),
+    (["job", "create", "--task", "log", "--dst-missing", "skip"], "--dst-missing: applies to cron jobs only"),
     (["cron", "next", "@daily", "--dst-repeated", "all"], "invalid choice: 'all'"),
 ])
 async def test_bad_overrides_exit_2_and_write_nothing(cli, store, args, message) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from schedulerd.api import create_app, serve_api
+from schedulerd.api import create_app, create_ops_app, serve_api
 from schedulerd.api.server import listen
 from schedulerd.config import ApiConfig, Config, RedisConfig
 from schedulerd.jobs import Jobs
@@ -29,6 +29,8 @@ class ApiServer:
         self.config, self.database_url, self.redis_url = config, database_url, redis_url
         self.sock: socket.socket = listen("127.0.0.1", 0)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.ops_sock: socket.socket = listen("127.0.0.1", 0)  # the operator endpoints' own listener
+        self.ops_url = f"http://127.0.0.1:{self.ops_sock.getsockname()[1]}"
         self.ready = threading.Event()
         self.failure: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name="api-server", daemon=True)
@@ -47,8 +49,10 @@ class ApiServer:
         queue = DelayQueue.connect(self.redis_url, self.config.redis.prefix)
         try:
             app = create_app(Jobs(store, queue, self.config), store, queue, self.config)
+            ops_app = create_ops_app(store, queue, self.config)
             self.ready.set()
-            await serve_api(app, self.config.api, self.stop_event, self.sock)
+            await asyncio.gather(serve_api(app, self.config.api, self.stop_event, self.sock),
+                                 serve_api(ops_app, self.config.api, self.stop_event, self.ops_sock))  # fmt: skip
         finally:
             await RequestCounter(queue.client, self.config.redis.prefix).delete_all()
             await queue.close()

@@ -4,6 +4,7 @@ and tenant isolation: another tenant's job or execution is a 404, exactly like a
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -186,3 +187,23 @@ async def test_openapi_document_lists_every_endpoint(client: httpx.AsyncClient) 
     }  # fmt: skip
     assert document["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
     assert "ErrorBody" in document["components"]["schemas"]
+
+
+async def test_tenants_see_an_errors_type_and_message_not_the_traceback(client, store) -> None:  # type: ignore[no-untyped-def]
+    created = (await client.post("/v1/jobs", json={"task": "noop"})).json()
+    execution_id = (await client.get("/v1/executions", params={"job": created["job"]["id"]})).json()["items"][0]["id"]
+    traceback = ('Traceback (most recent call last):\n  File "/opt/schedulerd/lib/schedulerd/worker.py", line 352, in _run\n'
+                 '    result = await handler(ctx, params)\n  File "/srv/app/tasks.py", line 9, in report\n'
+                 '    raise RuntimeError("ledger locked")\nRuntimeError: ledger locked')  # fmt: skip
+    await store.db.execute("UPDATE executions SET last_error = $2 WHERE id = $1", execution_id, traceback)
+    await store.db.execute(
+        "INSERT INTO attempts (execution_id, attempt, fence, worker, started_at, finished_at, outcome, error, scheduled_for) "
+        "SELECT id, 1, 1, 'w', clock_timestamp(), clock_timestamp(), 'failed', $2, scheduled_for FROM executions WHERE id = $1",
+        execution_id, traceback,
+    )  # fmt: skip
+    shown = (await client.get(f"/v1/executions/{execution_id}")).json()
+    assert shown["last_error"] == "RuntimeError: ledger locked"
+    assert [a["error"] for a in shown["attempts"]] == ["RuntimeError: ledger locked"]
+    assert "worker.py" not in json.dumps(shown)
+    # The operator keeps the traceback (the CLI reads the store; here, the store itself).
+    assert (await store.execution_get(execution_id)).last_error == traceback

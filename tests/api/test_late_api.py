@@ -98,7 +98,7 @@ async def test_the_forecast_is_tenant_scoped_and_the_operator_sees_the_total(api
         theirs = (await b.get("/v1/forecast")).json()
 
     ours = (await client.get("/v1/forecast")).json()
-    async with httpx.AsyncClient(base_url=api.url) as operator:
+    async with httpx.AsyncClient(base_url=api.ops_url) as operator:
         fleet = (await operator.get("/forecast")).json()
 
     assert ours["tenant"] == client.tenant  # type: ignore[attr-defined]

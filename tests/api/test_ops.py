@@ -1,4 +1,4 @@
-"""/metrics, /healthz and /readyz over real HTTP."""
+"""/metrics, /healthz, /readyz and /forecast over real HTTP, on the [ops] listener only."""
 
 from __future__ import annotations
 
@@ -7,8 +7,21 @@ import httpx
 from schedulerd import health
 
 
+async def test_the_tenant_listener_serves_no_operator_endpoint(api, client) -> None:  # type: ignore[no-untyped-def]
+    async with httpx.AsyncClient(base_url=api.url) as anonymous:
+        for path in ("/metrics", "/forecast", "/readyz", "/healthz"):
+            for http in (client, anonymous):  # with a tenant's token and without
+                response = await http.get(path)
+                assert response.status_code == 404, (path, response.text)
+                assert "schedulerd_" not in response.text and client.tenant not in response.text
+    async with httpx.AsyncClient(base_url=api.ops_url) as ops:  # and the operator listener has no tenant API
+        assert (await ops.get("/v1/me")).status_code == 404
+        assert (await ops.get("/")).status_code == 404
+        assert (await ops.get("/forecast")).status_code == 200
+
+
 async def test_metrics_health_and_readiness(api) -> None:  # type: ignore[no-untyped-def]
-    async with httpx.AsyncClient(base_url=api.url) as http:
+    async with httpx.AsyncClient(base_url=api.ops_url) as http:
         metrics = await http.get("/metrics")
         assert metrics.status_code == 200 and metrics.headers["content-type"].startswith("text/plain")
         assert "schedulerd_start_lag_seconds_bucket" in metrics.text or "schedulerd_start_lag_seconds" in metrics.text

@@ -195,7 +195,9 @@ cli_args = st.fixed_dictionaries(
         "--params": st.one_of(json_values.map(lambda v: json.dumps({"v": v})), texts,
                               st.sampled_from([b'{"a": "\xff\xfe"}', b"{\"a\": \"caf\xe9\"}", b"\xff", '{"a": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}'])),
         "--at": st.one_of(instants.map(lambda d: d.isoformat()), st.sampled_from(["2026-12-01T09:00", "0000-01-01T00:00Z",
-                          "99999-01-01T00:00Z", "yesterday", "2026-02-30T00:00Z", "1e9"]), texts),
+                          "99999-01-01T00:00Z", "yesterday", "2026-02-30T00:00Z", "1e9", "0001-01-01T00:00:00+01:00",
+                          "9999-12-31T23:00:00-05:00", "2026-12-01T09:00:00Z\x01"]), texts),
+        "--in": st.sampled_from(["5s", "999999999999d", "1" * 400 + "s", "36600d", "0s", "1e9s"]),
         "--cron": crons, "--tz": zones, "--name": texts,
     },
 )  # fmt: skip
@@ -215,6 +217,8 @@ def _argv(args: dict[str, Any]) -> list[str | bytes]:
         if key == "--tz" and "--cron" not in args:
             continue
         if key == "--at" and "--cron" in args:
+            continue
+        if key == "--in" and ("--cron" in args or "--at" in args):  # one of the three (argparse says so itself)
             continue
         value = value if isinstance(value, bytes) else _bytes(value)
         argv += [key, value.replace(b"\x00", b"\\0") or b" "]  # argv cannot carry NUL bytes
@@ -276,7 +280,12 @@ bodies = st.one_of(one_offs.map(_body), recurring.map(_body),
 raw_bodies = st.one_of(
     st.binary(max_size=200), st.sampled_from([b'{"task": "noop", "params": {"a": "\\udcff"}}', b'{"task": "noop", "name": "\xff"}',
                                               b"[" * 5000 + b"]" * 5000, b'{"task": "noop", "params": ' + b'{"a":' * 100 + b"1" + b"}" * 101,
-                                              b'{"task": "noop", "params": {"x": NaN}}', b'{"task": "noop", "run_at": "+275760-09-13T00:00:00Z"}']),
+                                              b'{"task": "noop", "params": {"x": NaN}}', b'{"task": "noop", "run_at": "+275760-09-13T00:00:00Z"}',
+                                              b'{"task": "noop", "run_at": "0001-01-01T00:00:00+01:00"}',
+                                              b'{"task": "noop", "run_at": "9999-12-31T23:00:00-05:00"}',
+                                              b'{"task": "noop", "run_at": "2026-12-01T09:00:00Z\\u0000"}',
+                                              b'{"task": "noop", "timezone": "Nowhere/Land"}',
+                                              b'{"task": "noop", "name": "a\\u0000b", "timezone": "UTC"}']),
 )  # fmt: skip
 
 

@@ -48,3 +48,20 @@ async def test_trigger_and_validation_on_a_skewed_host(store, queue, config) -> 
     execution = await jobs.trigger(job.id)
     now = await store.clock_now()
     assert abs(execution.due_at - now) < timedelta(seconds=1)
+
+
+@pytest.mark.parametrize("skew_s", [-3600.0, 3600.0])
+async def test_due_times_set_on_a_skewed_host_come_from_postgres(store, queue, config, skew_s) -> None:
+    """Every door that sets a due time takes "now" from Postgres: a job created without a time, one
+    created to run in 60 s (the CLI's --in), a trigger, a backfill's spread and a redrive's."""
+    jobs = Jobs(store, queue, config, clock=SystemClock(offset_s=skew_s))
+    _, (now_run,) = await jobs.create(JobSpec(task="noop"))
+    db_now = await store.clock_now()
+    assert abs(now_run.due_at - db_now) < timedelta(seconds=1)
+    _, (later,) = await jobs.create(JobSpec(task="noop", run_in_s=60.0))
+    assert abs(later.due_at - (await store.clock_now() + timedelta(seconds=60))) < timedelta(seconds=1)
+    job, _ = await jobs.create(JobSpec(task="noop", cron="0 * * * *"))
+    triggered = await jobs.trigger(job.id)
+    assert abs(triggered.due_at - await store.clock_now()) < timedelta(seconds=1)
+    done = await jobs.backfill(job.id, db_now - timedelta(hours=3), db_now - timedelta(hours=1))
+    assert done.created and all(abs(e.due_at - db_now) < timedelta(seconds=5) for e in done.created)

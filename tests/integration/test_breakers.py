@@ -21,7 +21,7 @@ from tests.http_target import Target, serve
 
 @pytest.fixture
 def target() -> Iterator[Target]:
-    http_task.configure(HttpConfig(allow_hosts=("127.0.0.1",)))
+    http_task.configure(HttpConfig(allow_hosts=("127.0.0.1:*",)))
     yield from serve()
     http_task.configure(HttpConfig())
 

@@ -23,7 +23,7 @@ def target() -> Iterator[Target]:
 
 @pytest.fixture
 def allow_local() -> Iterator[None]:
-    http_task.configure(HttpConfig(allow_hosts=("127.0.0.1",)))
+    http_task.configure(HttpConfig(allow_hosts=("127.0.0.1:*",)))
     yield
     http_task.configure(HttpConfig())
 
@@ -123,3 +123,45 @@ async def test_bad_params_fail_at_once_naming_the_field(allow_local, make_job, m
     finished = await run_until_idle(make_worker(), store, execution.id)
     assert finished.status == ExecutionStatus.FAILED and finished.attempt == 1
     assert "params.url must be an absolute http:// or https:// URL" in finished.last_error
+
+
+async def test_one_deadline_for_the_whole_request(target, allow_local, make_job, make_worker, store) -> None:
+    # Each byte comes well within the timeout; the whole answer takes 3 s. One deadline: 0.5 s.
+    target.script = [Reply(200, b"x" * 30, trickle_s=0.1)]
+    _, execution = await make_job("http", params={"url": target.url, "timeout_s": 0.5}, max_attempts=1)
+
+    finished = await run_until_idle(make_worker(), store, execution.id)
+
+    [attempt] = await store.attempt_list(execution.id)
+    assert "timed out after 0.5 s" in attempt.error
+    assert attempt.duration_s < 1.5, attempt.duration_s
+    assert finished.status == ExecutionStatus.FAILED
+
+
+async def test_local_failures_are_permanent_and_never_count_against_the_breaker(
+    target, allow_local, make_job, make_worker, store, queue, config
+) -> None:
+    """A request that fails before a byte is sent (a header value no header can carry, a reserved
+    header) is the params' fault: failed at once, the target never called, its breaker untouched."""
+    from schedulerd.queue import Breakers
+
+    bad = [{"X-A": "a\r\nX-Injected: 1"}, {"X-A": "\u20ac"}, {"host": "evil.example"}, {"Transfer-Encoding": "chunked"}]
+    executions = [(await make_job("http", params={"url": target.url, "headers": h}, max_attempts=3))[1]
+                  for h in bad * 4]  # fmt: skip
+    worker = make_worker()
+    for execution in executions:
+        finished = await run_until_idle(worker, store, execution.id)
+        assert finished.status == ExecutionStatus.FAILED and finished.attempt == 1, finished
+        assert "not retried (permanent)" in finished.last_error
+    assert target.count() == 0
+    assert await Breakers(queue.client, queue.prefix).states() == {}
+
+
+async def test_credentials_in_the_url_stay_out_of_errors(target, allow_local, make_job, make_worker, store) -> None:
+    target.success = Reply(404, b"no")
+    url = target.url.replace("http://", "http://bob:s3cret@") + "/hook"
+    _, execution = await make_job("http", params={"url": url}, max_attempts=1)
+    finished = await run_until_idle(make_worker(), store, execution.id)
+    [attempt] = await store.attempt_list(execution.id)
+    assert "answered 404" in attempt.error and "s3cret" not in attempt.error and "bob" not in attempt.error
+    assert "s3cret" not in (finished.last_error or "")

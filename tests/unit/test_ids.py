@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import uuid
+
+import pytest
 from datetime import UTC, datetime, timedelta
 
 from schedulerd.core.ids import EARLIEST, LATEST, execution_id, scheduled_for_bounds, scheduled_ms
@@ -45,3 +47,11 @@ def test_no_ids_is_an_empty_range():
 
 def test_a_time_outside_the_48_bit_range_gets_a_plain_random_id():
     assert execution_id(datetime(1969, 12, 31, tzinfo=UTC)).version == 4
+
+
+@pytest.mark.parametrize("text", ["ffffffff-ffff-8fff-bfff-ffffffffffff", "e8d4a510-0000-8000-8000-000000000000"])
+def test_an_id_whose_time_is_past_year_9999_narrows_nothing(text):
+    # 48 bits of milliseconds reach year 10889; Python's datetime stops at 9999.
+    assert scheduled_ms(text) is not None
+    assert scheduled_for_bounds([text]) == (EARLIEST, LATEST)
+    assert scheduled_for_bounds([execution_id(MIDNIGHT), text]) == (EARLIEST, LATEST)

@@ -383,3 +383,43 @@ def test_smear_is_stable_bounded_and_uniform() -> None:
         with pytest.raises(ValueError, match="window_s must be finite and >= 0"):
             smear_offset_s("job", bad)
 
+
+
+# --- the calendar's ends -----------------------------------------------------------------------
+
+FIRST, LAST = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("expression", "zone", "after", "count", "first", "total"), [
+    # A start on 0001-01-01 (the first instant Python holds) in UTC, behind UTC and ahead of it.
+    ("0 0 * * *", "UTC", FIRST, 3, datetime(1, 1, 2, tzinfo=UTC), 3),
+    ("* * * * *", "UTC", FIRST, 3, datetime(1, 1, 1, 0, 1, tzinfo=UTC), 3),
+    ("0 0 * * *", "America/New_York", FIRST, 3, datetime(1, 1, 1, 4, 56, 2, tzinfo=UTC), 3),  # LMT -4:56:02
+    ("0 0 * * *", "Asia/Tokyo", FIRST, 3, datetime(1, 1, 1, 14, 41, 1, tzinfo=UTC), 3),  # LMT +9:18:59: local 01-02 00:00
+    # Runs up to 9999-12-31, in UTC and in zones ahead of and behind it; then no more.
+    ("0 0 * * *", "UTC", datetime(9999, 12, 29, tzinfo=UTC), 5, datetime(9999, 12, 30, tzinfo=UTC), 2),
+    ("59 23 31 12 *", "UTC", datetime(9999, 1, 1, tzinfo=UTC), 5, datetime(9999, 12, 31, 23, 59, tzinfo=UTC), 1),
+    ("0 0 * * *", "Pacific/Kiritimati", datetime(9999, 12, 29, tzinfo=UTC), 5, datetime(9999, 12, 29, 10, tzinfo=UTC), 2),
+    ("0 12 * * *", "Asia/Tokyo", datetime(9999, 12, 29, tzinfo=UTC), 5, datetime(9999, 12, 29, 3, tzinfo=UTC), 3),
+    ("30 23 * * *", "America/New_York", datetime(9999, 12, 29, tzinfo=UTC), 5, datetime(9999, 12, 29, 4, 30, tzinfo=UTC), 3),
+    ("0 0 1 1 *", "UTC", datetime(9999, 6, 1, tzinfo=UTC), 5, None, 0),
+    ("* * * * *", "UTC", LAST - timedelta(minutes=2, seconds=30), 5, datetime(9999, 12, 31, 23, 58, tzinfo=UTC), 2),
+])  # fmt: skip
+def test_the_calendars_ends(expression, zone, after, count, first, total) -> None:
+    schedule = CronSchedule.parse(expression, zone)
+    runs = schedule.next_runs(after, count)
+    assert len(runs) == total, runs
+    assert (runs[0] if runs else None) == first
+    assert [r.at for r in schedule.labelled_runs(after, count)] == runs
+    assert all(a < b for a, b in zip(runs, runs[1:]))
+    window_end = LAST if LAST - after < timedelta(days=400) else after + timedelta(days=10)
+    assert schedule.occurrences(after, window_end)[:count] == runs
+    for run in runs:  # each is a real local wall time of the schedule, readable in its zone
+        run.astimezone(ZoneInfo(zone))
+
+
+def test_a_dst_zone_near_year_9999_keeps_its_rules() -> None:
+    # New York's POSIX rule still springs forward in 9999: 23 hourly runs on that day.
+    runs = CronSchedule.parse("0 * * * *", "America/New_York").occurrences(
+        datetime(9999, 3, 14, 5, tzinfo=UTC) - timedelta(microseconds=1), datetime(9999, 3, 15, 4, tzinfo=UTC) - timedelta(microseconds=1))
+    assert len(runs) == 23

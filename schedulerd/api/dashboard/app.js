@@ -67,7 +67,7 @@ async function jobsView() {
     const next = job.next_runs.slice(0, 2).map((t) => when(t, job.timezone)).join("") || "–";
     const last = job.last_execution
       ? `${badge(job.last_execution.status)} ${when(job.last_execution.scheduled_for, job.timezone)}` : "–";
-    return `<tr class="link job" data-id="${esc(job.id)}" onclick="location.hash='#/jobs/${esc(job.id)}'">
+    return `<tr class="link job" data-id="${esc(job.id)}" data-href="#/jobs/${esc(job.id)}">
       <td>${esc(job.name || job.id.slice(0, 8))}</td><td>${esc(job.task)}</td><td>${schedule}</td>
       <td>${esc(job.timezone)}</td><td>${esc(job.state)}${job.pause ? `<span class="note">${esc(pauseText(job.pause))}</span>` : ""}${overrunFlag(job)}</td>
       <td>${next}</td><td>${last}</td></tr>`;
@@ -82,7 +82,7 @@ async function jobView(id) {
   zones[job.id] = job.timezone;
   const page = await api("GET", `/v1/executions?job=${encodeURIComponent(id)}&limit=50`);
   const rows = page.items.map((e) => `<tr class="link execution" data-id="${esc(e.id)}" data-status="${esc(e.status)}"
-      onclick="location.hash='#/executions/${esc(e.id)}'"><td>${badge(e.status)}${origin(e)}</td>
+      data-href="#/executions/${esc(e.id)}"><td>${badge(e.status)}${origin(e)}</td>
       <td>${when(e.scheduled_for, job.timezone)}</td><td>${when(e.first_started_at, job.timezone)}</td>
       <td>${seconds(e.start_lag_s)}</td><td>${esc(e.attempt)}</td><td>${esc(e.worker || "")}</td>
       <td class="error">${esc((e.last_error || e.reason || "").split("\n").slice(-1)[0])}${lateNote(e)}</td></tr>`);
@@ -181,7 +181,7 @@ async function overviewView() {
     ${forecast.windows.map((w) => card(`within ${w.window}`, w.due)).join("")}</div>
     <h2>Late or missed in the last 24 hours</h2><table id="late-runs"><thead><tr><th>Scheduled</th><th>Status</th>
     <th>Late reason</th><th>Started</th><th>Job</th></tr></thead><tbody>${late.items.map((e) => `<tr class="link"
-      onclick="location.hash='#/executions/${esc(e.id)}'"><td>${when(e.scheduled_for, zones[e.job_id])}</td>
+      data-href="#/executions/${esc(e.id)}"><td>${when(e.scheduled_for, zones[e.job_id])}</td>
       <td>${badge(e.status)}</td><td>${esc(e.late_reason)}</td><td>${when(e.first_started_at, zones[e.job_id])}</td>
       <td>${esc(e.job_id.slice(0, 8))}</td></tr>`).join("") || '<tr><td colspan="5">none: everything started on time</td></tr>'}
     </tbody></table>`;
@@ -266,7 +266,12 @@ $("view").addEventListener("submit", (event) => {
 
 $("view").addEventListener("click", async (event) => {
   const action = event.target.dataset?.action;
-  if (!action) return;
+  if (!action) {
+    // Rows link by data-href: the Content-Security-Policy allows no inline handlers.
+    const row = event.target.closest?.("tr[data-href]");
+    if (row && !event.target.closest("a, button")) location.hash = row.dataset.href;
+    return;
+  }
   if (action === "redrive") {
     const execution = event.target.dataset.id || $("execution-actions").dataset.id;
     try {
