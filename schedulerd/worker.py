@@ -164,7 +164,7 @@ class Worker:
             self.stats.known_epoch = pop.epoch
         # An id this worker already holds (a duplicate queue entry) is never claimed again by it:
         # that is what makes adopting rows running under its own id safe (_claim).
-        popped = [i for i in pop.execution_ids if UUID(i) not in self.running and UUID(i) not in self._outcomes]
+        popped = [i for i in pop.execution_ids if (held := UUID(i)) not in self.running and held not in self._outcomes]
         if not popped:
             return 0
         try:
