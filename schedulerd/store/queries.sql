@@ -203,8 +203,7 @@ RETURNING e.id, e.due_at, e.tenant;
 -- instant, 200,000 rows filtered against 256 ids per claim (100 ms a batch).
 WITH locked AS (
     SELECT e.id, e.scheduled_for,
-           CASE WHEN e.attempt = 0 AND e.late_reason IS NULL AND clock_timestamp() > e.due_at + make_interval(secs => $6)
-                THEN schedulerd_late_reason(e.reason, e.scheduled_for, $7) END AS marked_late
+           schedulerd_late_at_claim(e.attempt, e.late_reason, e.due_at, e.reason, e.scheduled_for, $6, $7) AS marked_late
     FROM executions e
     WHERE e.id = ANY($1::uuid[]) AND e.scheduled_for >= $4 AND e.scheduled_for < $5
       AND (e.status IN ('pending', 'queued') AND e.due_at <= clock_timestamp()
@@ -229,8 +228,7 @@ RETURNING e.id, e.job_id, e.tenant, e.scheduled_for, e.due_at, e.attempt, e.fenc
 -- (guarded = true, the other columns NULL) for execution_claim_guarded.
 WITH d AS (
     SELECT id, scheduled_for, job_id,
-           CASE WHEN attempt = 0 AND late_reason IS NULL AND clock_timestamp() > due_at + make_interval(secs => $4)
-                THEN schedulerd_late_reason(reason, scheduled_for, $5) END AS marked_late
+           schedulerd_late_at_claim(attempt, late_reason, due_at, reason, scheduled_for, $4, $5) AS marked_late
     FROM executions
     WHERE status IN ('pending', 'queued') AND due_at <= clock_timestamp()
     ORDER BY due_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED
@@ -615,8 +613,7 @@ ORDER BY e.job_id, e.scheduled_for, e.id;
 -- execution. Locks in id order (see execution_claim_many).
 WITH locked AS (
     SELECT e.id, e.scheduled_for,
-           CASE WHEN e.attempt = 0 AND e.late_reason IS NULL AND clock_timestamp() > e.due_at + make_interval(secs => $6)
-                THEN schedulerd_late_reason(e.reason, e.scheduled_for, $7) END AS marked_late
+           schedulerd_late_at_claim(e.attempt, e.late_reason, e.due_at, e.reason, e.scheduled_for, $6, $7) AS marked_late
     FROM executions e
     WHERE e.id = ANY($1::uuid[]) AND e.scheduled_for >= $4 AND e.scheduled_for < $5
       AND e.status IN ('pending', 'queued') AND e.due_at <= clock_timestamp()

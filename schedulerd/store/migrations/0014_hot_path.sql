@@ -14,6 +14,16 @@ LANGUAGE sql STABLE AS $$
                      THEN 'backlog' ELSE 'scheduler_down' END END
 $$;
 
+-- The late reason a claim records: only for a first attempt starting more than late_after_s
+-- after it was due, with none recorded yet (a park or the misfire judge may have written one).
+-- VOLATILE (it reads the clock) and a single expression, so the planner inlines it.
+CREATE FUNCTION schedulerd_late_at_claim(attempt integer, late_reason text, due_at timestamptz, reason text,
+                                         scheduled_for timestamptz, late_after_s float8, down_after_s float8) RETURNS text
+LANGUAGE sql VOLATILE AS $$
+    SELECT CASE WHEN attempt = 0 AND late_reason IS NULL AND clock_timestamp() > due_at + make_interval(secs => late_after_s)
+                THEN schedulerd_late_reason(reason, scheduled_for, down_after_s) END
+$$;
+
 -- Running executions were indexed by lease_until, so every heartbeat (which only moves the lease)
 -- was a non-HOT update writing a new entry in every index of the row. The sweeper's scan needs
 -- only the running rows (a few hundred per replica): index them by a column that never changes.
