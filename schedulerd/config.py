@@ -116,6 +116,7 @@ class JobsConfig:
     backfill_per_s: float = 10.0  # backfilled runs fall due this many per second (spread from now, not all at once)
     redrive_max: int = 1000  # most failed executions one redrive request takes (a bulk redrive takes the newest)
     redrive_per_s: float = 50.0  # redriven executions fall due this many per second
+    task_types_seen_within_s: float = 86400.0  # producers accept a task type a worker replica reported this recently (seconds)
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,8 @@ class ApiConfig:
     rate_window_s: float = 60.0  # rate limit window (seconds)
     idempotency_ttl_s: float = 86400.0  # how long an Idempotency-Key replays its first result (seconds)
     overview_window_s: float = 900.0  # operator view: start lags and runs per status of this many seconds
+    batch_max: int = 1000  # most items one POST /v1/jobs/batch may carry (each counts against rate_limit)
+    max_batch_body_bytes: int = 4194304  # largest POST /v1/jobs/batch body (bytes)
 
 
 @dataclass(frozen=True)
@@ -219,7 +222,7 @@ class Config:
         for key in ("backfill_max_occurrences", "redrive_max"):
             if getattr(self.jobs, key) < 1:
                 raise ConfigError(f"jobs.{key} must be at least 1, got {getattr(self.jobs, key)}")
-        for key in ("backfill_per_s", "redrive_per_s"):
+        for key in ("backfill_per_s", "redrive_per_s", "task_types_seen_within_s"):
             if not getattr(self.jobs, key) > 0:
                 raise ConfigError(f"jobs.{key} must be above 0, got {getattr(self.jobs, key)}")
         unknown = set(self.daemon.roles) - {"materialiser", "dispatcher", "worker", "sweeper", "retention"}
@@ -232,7 +235,7 @@ class Config:
             raise ConfigError(f"log.format must be json, console or auto, got {self.log.format!r}")
         if not 0 <= self.api.port <= 65535:
             raise ConfigError(f"api.port must be between 0 and 65535, got {self.api.port}")
-        for key in ("max_body_bytes", "page_size_max", "rate_limit"):
+        for key in ("max_body_bytes", "page_size_max", "rate_limit", "batch_max", "max_batch_body_bytes"):
             if getattr(self.api, key) < 1:
                 raise ConfigError(f"api.{key} must be at least 1, got {getattr(self.api, key)}")
         if not self.http.timeout_s > 0 or self.http.excerpt_bytes < 0:

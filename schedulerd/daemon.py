@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 
-from schedulerd import clock, health, http_task, registry, systemd, tzchange, tzdb
+from schedulerd import clock, health, http_task, registry, systemd, task_types, tzchange, tzdb
 from schedulerd.config import Config
 from schedulerd.dispatcher import Dispatcher
 from schedulerd.loops import TRANSIENT_ERRORS
@@ -70,6 +70,8 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
     await clock.report_skew(store)  # a host clock far from Postgres's is worth a warning (nothing depends on it)
     queue = DelayQueue.connect(servers.redis_url, config.redis.prefix, config.redis.timeout_s)
     worker_id = config.daemon.resolved_worker_id()
+    if "worker" in config.daemon.roles:  # before anything runs: producers check task names against these
+        await task_types.report(store, worker_id)
     services: dict[str, Any] = {}
     if "materialiser" in config.daemon.roles:
         materialiser = Materialiser(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -70,6 +70,7 @@ class JobSpec:
     dst_repeated: str | None = None  # cron jobs: first | both; None = the DST rule (README)
     dst_missing: str | None = None  # cron jobs: shift | skip; None = the DST rule
     overlap: str = "allow"  # an occurrence due while the previous one runs: allow | skip | buffer_one | cancel_other
+    delay_s: float | None = None  # one-off: run this long after `now` (Postgres's clock), instead of run_at
 
 
 def _check_text(text: str, field: str) -> None:
@@ -102,10 +103,23 @@ def _check_json_text(value: Any, path: str) -> None:
             todo.extend((child, f"{where}[{index}]", depth + 1) for index, child in enumerate(item))
 
 
-def validate(spec: JobSpec, config: Config, now: datetime) -> dict[str, Any]:
-    """Return the job row's values, or raise ValidationError naming the field."""
+def check_task(task: str, known_tasks: Collection[str] | None) -> None:
+    """A task type this process registered, or (known_tasks given) one of those: the types live
+    worker replicas reported (schedulerd/task_types.py), so producers need no handler modules."""
+    if known_tasks is None:
+        registry.get(task)  # raises "task: unknown task type ..."
+    elif task not in known_tasks:
+        known = ", ".join(sorted(known_tasks)) or "none: is a worker replica running?"
+        raise ValidationError("task", f"unknown task type {task!r} (registered by live workers: {known})")
+
+
+def validate(spec: JobSpec, config: Config, now: datetime, known_tasks: Collection[str] | None = None) -> dict[str, Any]:
+    """Return the job row's values (plus "params_json", the params as JSON text), or raise
+    ValidationError naming the field. `now` is the instant "now" and `delay_s` count from."""
     defaults = config.jobs
-    registry.get(spec.task)  # raises "task: unknown task type ..."
+    if not isinstance(spec.task, str):
+        raise ValidationError("task", f"must be a string, got {type(spec.task).__name__}")
+    check_task(spec.task, known_tasks)
     if not TENANT_PATTERN.match(spec.tenant):
         raise ValidationError("tenant", "must be 1-64 characters of letters, digits, '_', '.', '-'")
     if not isinstance(spec.params, dict):
@@ -124,6 +138,13 @@ def validate(spec: JobSpec, config: Config, now: datetime) -> dict[str, Any]:
             raise ValidationError(name, f"must be one of {', '.join(choices)}, got {value!r}")
         if value is not None and spec.cron is None:
             raise ValidationError(name, "applies to cron jobs only (a one-off job runs at one instant)")
+    if spec.delay_s is not None:
+        if spec.run_at is not None:
+            raise ValidationError("in", "give a run_at or a delay (in), not both")
+        if spec.cron is not None:
+            raise ValidationError("in", "a job has either a cron schedule or a delay (in), not both")
+        if not 0 <= spec.delay_s <= LATEST_RUN_AT.total_seconds():  # also refuses NaN
+            raise ValidationError("in", f"must be between 0 s and 10 years, got {spec.delay_s}")
     if spec.cron is not None:
         if spec.run_at is not None:
             raise ValidationError("run_at", "a job has either a cron schedule or a run_at, not both")
@@ -141,12 +162,17 @@ def validate(spec: JobSpec, config: Config, now: datetime) -> dict[str, Any]:
         kind = "cron"
         cron: str | None = schedule.expression
     else:
-        run_at = spec.run_at or now
+        if spec.delay_s is not None:
+            run_at, kind = now + timedelta(seconds=spec.delay_s), "at"
+        else:
+            run_at, kind = spec.run_at or now, "now" if spec.run_at is None else "at"
+        if not isinstance(run_at, datetime):
+            raise ValidationError("run_at", f"must be a datetime, got {type(run_at).__name__}")
         if run_at.tzinfo is None:
             raise ValidationError("run_at", "must carry a UTC offset")
         if not EARLIEST_RUN_AT <= run_at <= now + LATEST_RUN_AT:
             raise ValidationError("run_at", f"{run_at.isoformat()} is out of range (2000-01-01 to 10 years from now)")
-        run_at, kind, cron = run_at.astimezone(UTC), "now" if spec.run_at is None else "at", None
+        run_at, cron = run_at.astimezone(UTC), None
     max_attempts = defaults.max_attempts if spec.max_attempts is None else spec.max_attempts
     if not 1 <= max_attempts <= 100:
         raise ValidationError("max_attempts", f"must be between 1 and 100, got {max_attempts}")
@@ -176,7 +202,7 @@ def validate(spec: JobSpec, config: Config, now: datetime) -> dict[str, Any]:
         "backoff_factor": backoff["backoff_factor"][0], "backoff_max_s": backoff["backoff_max_s"][0], "timeout_s": timeout_s,
         "dst_repeated": spec.dst_repeated, "dst_missing": spec.dst_missing,
         "tzdata_version": tzdb.installed_version() if cron else None,
-        "overlap": spec.overlap,
+        "overlap": spec.overlap, "params_json": encoded,
     }  # fmt: skip
 
 
@@ -226,6 +252,17 @@ def queued(executions: list[Execution]) -> list[Enqueue]:
     return [Enqueue(e.id, e.due_at, e.tenant) for e in executions if e.status == ExecutionStatus.QUEUED]
 
 
+async def enqueue_committed(queue: DelayQueue, entries: list[Enqueue]) -> None:
+    """ZADD executions whose rows have committed, best effort: if Redis refuses, they are
+    accepted all the same and the sweeper (or the dispatcher, for pending ones) enqueues them."""
+    if not entries:
+        return
+    try:
+        await queue.add(entries, only_new=True)
+    except Exception as exc:
+        log.warning("jobs.enqueue_failed", count=len(entries), error=str(exc))
+
+
 class Jobs:
     def __init__(self, store: Store, queue: DelayQueue, config: Config, clock: Clock | None = None) -> None:
         self.store = store
@@ -234,12 +271,7 @@ class Jobs:
         self.clock = clock or system()  # the host's: only bounds-checks run_at; due times use Postgres's
 
     async def _enqueue(self, entries: list[Enqueue]) -> None:
-        if not entries:
-            return
-        try:
-            await self.queue.add(entries, only_new=True)
-        except Exception as exc:  # accepted all the same: the sweeper re-enqueues them
-            log.warning("jobs.enqueue_failed", count=len(entries), error=str(exc))
+        await enqueue_committed(self.queue, entries)
 
     async def create(self, spec: JobSpec, also: AlsoInTransaction | None = None) -> tuple[Job, list[Execution]]:
         """Validate, commit the job with its first executions (a cron job: its first horizon),

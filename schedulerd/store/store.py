@@ -570,6 +570,48 @@ class Store:
         return {r["tzdata_version"]: r["jobs"] for r in await self.db.fetch(QUERIES["job_tzdata_versions"])}
 
 
+    # --- the front door: batched creates, idempotency keys, task types (schedulerd/intake.py) ---
+
+    async def job_insert_many(self, columns: Sequence[Sequence[Any]]) -> dict[UUID, datetime]:
+        """Insert jobs given column-wise (JOB_COLUMNS order, params as JSON text); returns each
+        id's created_at."""
+        rows = await self.db.fetch(QUERIES["job_insert_many"], *columns)
+        return {r["id"]: r["created_at"] for r in rows}
+
+    async def execution_insert_first_many(
+        self, occurrences: Sequence[tuple[UUID, UUID, str, datetime]], horizon_s: float, *, queue_now: bool
+    ) -> dict[UUID, str]:
+        """Insert (id, job_id, tenant, instant) first executions of one-off jobs; returns each
+        id's status (queued: ZADD it after commit; pending: the dispatcher will)."""
+        columns = list(zip(*occurrences)) if occurrences else [[], [], [], []]
+        rows = await self.db.fetch(QUERIES["execution_insert_first_many"], *columns, horizon_s, queue_now)
+        return {r["id"]: r["status"] for r in rows}
+
+    async def execution_committed(self, execution_ids: Sequence[UUID]) -> list[Enqueue]:
+        ids = list(execution_ids)
+        rows = await self.db.fetch(QUERIES["execution_committed"], ids, *scheduled_for_bounds(ids))
+        return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows]
+
+    async def idempotency_claim_many(
+        self, claims: Sequence[tuple[str, str, bytes, UUID, str]], ttl_s: float
+    ) -> set[tuple[str, str]]:
+        """Take (tenant, key, request_hash, job_id, response JSON) keys; returns the (tenant, key) taken."""
+        columns = list(zip(*claims)) if claims else [[], [], [], [], []]
+        rows = await self.db.fetch(QUERIES["idempotency_claim_many"], *columns, ttl_s)
+        return {(r["tenant"], r["key"]) for r in rows}
+
+    async def idempotency_get_many(
+        self, keys: Sequence[tuple[str, str]], ttl_s: float
+    ) -> dict[tuple[str, str], IdempotencyRecord]:
+        rows = await self.db.fetch(QUERIES["idempotency_get_many"], [k[0] for k in keys], [k[1] for k in keys], ttl_s)
+        return {(r["tenant"], r["key"]): IdempotencyRecord.from_row(r) for r in rows}
+
+    async def task_type_report(self, names: Sequence[str], worker_id: str) -> None:
+        await self.db.execute(QUERIES["task_type_report"], list(names), worker_id)
+
+    async def task_type_live(self, seen_within_s: float) -> set[str]:
+        return {r["name"] for r in await self.db.fetch(QUERIES["task_type_live"], seen_within_s)}
+
 class _OnConnection(Store):
     """A Store bound to one held connection: transaction() opens a transaction on it."""
 
