@@ -98,17 +98,7 @@ class JobRequest:
 
     def item(self) -> Item:
         """As the intake takes it; raises ValidationError naming the argument."""
-        if self.params is not None and not isinstance(self.params, Mapping):
-            raise ValidationError("params", f"must be a mapping (a JSON object), got {type(self.params).__name__}")
-        spec = JobSpec(
-            task=self.task, tenant=self.tenant, params=dict(self.params or {}), run_at=_instant(self.at),
-            cron=self.cron, timezone=self.tz, misfire_policy=self.misfire, catch_up_limit=self.catch_up_limit,
-            window_s=_seconds(self.window, "window") or 0.0, name=self.name, max_attempts=self.max_attempts,
-            timeout_s=_seconds(self.timeout, "timeout"), backoff_base_s=self.backoff_base_s,
-            backoff_factor=self.backoff_factor, backoff_max_s=self.backoff_max_s, dst_repeated=self.dst_repeated,
-            dst_missing=self.dst_missing, overlap=self.overlap, delay_s=_seconds(self.in_, "in_"),
-        )  # fmt: skip
-        return Item(spec, self.idempotency_key)
+        return _item(self.__dict__)
 
 
 _REQUEST_FIELDS = frozenset(f.name for f in fields(JobRequest))
@@ -117,16 +107,36 @@ _ARGUMENT_OF = {"timezone": "tz", "run_at": "at", "in": "in_", "timeout_s": "tim
                 "window_s": "window"}  # fmt: skip
 
 
+def _item(options: Mapping[str, Any]) -> Item:
+    """An intake item from JobRequest's fields (a mapping: enqueue_many builds no JobRequest per
+    item, which showed in its profile); raises ValidationError naming the argument."""
+    if type(options) is not dict and not isinstance(options, Mapping):
+        raise ValidationError("item", f"must be a JobRequest or a mapping, got {type(options).__name__}")
+    if not options.keys() <= _REQUEST_FIELDS:
+        raise ValidationError(str(sorted(options.keys() - _REQUEST_FIELDS)[0]), "is not an enqueue argument")
+    get = options.get
+    if "task" not in options:
+        raise ValidationError("task", "is required")
+    params = get("params")
+    if params is not None and type(params) is not dict and not isinstance(params, Mapping):
+        raise ValidationError("params", f"must be a mapping (a JSON object), got {type(params).__name__}")
+    spec = JobSpec(
+        task=options["task"], tenant=get("tenant", "default"), params=dict(params) if params else {},
+        run_at=_instant(get("at")), cron=get("cron"), timezone=get("tz", "UTC"), misfire_policy=get("misfire", "run_once"),
+        catch_up_limit=get("catch_up_limit", 10), window_s=_seconds(get("window"), "window") or 0.0, name=get("name"),
+        max_attempts=get("max_attempts"), timeout_s=_seconds(get("timeout"), "timeout"),
+        backoff_base_s=get("backoff_base_s"), backoff_factor=get("backoff_factor"), backoff_max_s=get("backoff_max_s"),
+        dst_repeated=get("dst_repeated"), dst_missing=get("dst_missing"), overlap=get("overlap", "allow"),
+        delay_s=_seconds(get("in_"), "in_"),
+    )  # fmt: skip
+    return Item(spec, get("idempotency_key"))
+
+
 def _request(entry: JobRequest | Mapping[str, Any]) -> JobRequest:
+    """For callers that want the record (TaskRef.request); validated as an item would be."""
     if isinstance(entry, JobRequest):
         return entry
-    if not isinstance(entry, Mapping):
-        raise ValidationError("item", f"must be a JobRequest or a mapping, got {type(entry).__name__}")
-    unknown = sorted(set(entry) - _REQUEST_FIELDS)
-    if unknown:
-        raise ValidationError(str(unknown[0]), "is not an enqueue argument")
-    if "task" not in entry:
-        raise ValidationError("task", "is required")
+    _item(entry)
     return JobRequest(**entry)
 
 
@@ -189,8 +199,7 @@ class Client:
         only if that transaction commits. Use `async with client.transaction(conn)` (or call
         `flush()` after the commit) to put it in Redis at once; otherwise the dispatcher does
         within [dispatcher].interval_s."""
-        request = _request({"task": task, "params": params, **options})
-        results = await self._create([request], connection)
+        results = await self._create([{"task": task, "params": params, **options}], connection)
         (result,) = results
         if isinstance(result, Refused):
             raise ValidationError(result.field, result.message, result.limit)
@@ -217,40 +226,52 @@ class Client:
         count from the first request), so a caller can report progress on a long input."""
         if not 1 <= batch_size <= 10_000:
             raise ValidationError("batch_size", f"must be between 1 and 10000, got {batch_size}")
+        # Two batches in flight on two pooled connections: the next one is validated while
+        # Postgres writes the last (one connection of the application's: one at a time).
+        in_flight: asyncio.Task[list[Result]] | None = None
         offset = 0
-        for chunk in _chunks(requests, batch_size):
-            results = await self._create(chunk, connection, offset)
-            offset += len(chunk)
-            yield results
+        try:
+            for chunk in _chunks(requests, batch_size):
+                if connection is not None:
+                    yield await self._create(chunk, connection, offset)
+                else:
+                    started = asyncio.create_task(self._create(chunk, None, offset))
+                    if in_flight is not None:
+                        yield await in_flight
+                    in_flight = started
+                offset += len(chunk)
+            if in_flight is not None:
+                yield await in_flight
+                in_flight = None
+        finally:
+            if in_flight is not None and not in_flight.done():
+                in_flight.cancel()
+                await asyncio.gather(in_flight, return_exceptions=True)
 
     async def _create(
         self, entries: list[JobRequest | Mapping[str, Any]], connection: asyncpg.Connection | None, offset: int = 0
     ) -> list[Result]:
         items: list[Item] = []
-        refused: dict[int, Refused] = {}
-        for index, entry in enumerate(entries):
+        numbers: list[int] = []
+        refused: list[Refused] = []
+        for index, entry in enumerate(entries, offset):
             try:
-                items.append(_request(entry).item())
+                items.append(entry.item() if isinstance(entry, JobRequest) else _item(entry))
+                numbers.append(index)
             except ValidationError as exc:
-                refused[index] = Refused(offset + index, exc.field, exc.message)
-            except TypeError as exc:  # JobRequest(**mapping) with a value it cannot take
-                refused[index] = Refused(offset + index, "item", str(exc))
-        results, unflushed = await self.intake.create_many(items, connection=connection) if items else ([], [])
+                refused.append(Refused(index, exc.field, exc.message))
+            except TypeError as exc:  # a value JobSpec cannot take
+                refused.append(Refused(index, "item", str(exc)))
+        results, unflushed = await self.intake.create_many(items, connection=connection, numbers=numbers) \
+            if items else ([], [])  # fmt: skip
         if unflushed and connection is not None:
             self._unflushed.setdefault(id(connection), []).extend(unflushed)
-        merged: list[Result] = []
-        created = iter(results)
-        for index in range(len(entries)):
-            if index in refused:
-                merged.append(refused[index])
-                continue
-            result = next(created)
-            if isinstance(result, Enqueued):
-                merged.append(Enqueued(offset + index, result.job_id, result.executions, result.replayed))
-            else:
-                field_name = _ARGUMENT_OF.get(result.field, result.field)
-                merged.append(Refused(offset + index, field_name, result.message, result.code, result.limit))
-        return merged
+        for i, result in enumerate(results):
+            if isinstance(result, Refused) and result.field in _ARGUMENT_OF:
+                results[i] = Refused(result.index, _ARGUMENT_OF[result.field], result.message, result.code, result.limit)
+        if refused:
+            results = sorted([*results, *refused], key=lambda r: r.index)
+        return results
 
     @contextlib.asynccontextmanager
     async def transaction(self, connection: asyncpg.Connection) -> AsyncIterator[asyncpg.Connection]:

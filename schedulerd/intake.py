@@ -19,7 +19,6 @@ from typing import Any
 from uuid import UUID
 
 import asyncpg
-import structlog
 
 from schedulerd.clock import ServerClock
 from schedulerd.config import Config
@@ -31,8 +30,6 @@ from schedulerd.models import Enqueue, ExecutionStatus, Job
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store
 from schedulerd.task_types import TaskTypes
-
-log = structlog.get_logger("schedulerd.intake")
 
 # job_insert_many's columns, in its order (values from jobs.validate; params go as JSON text).
 JOB_COLUMNS = (
@@ -127,7 +124,8 @@ def _job(values: dict[str, Any], created_at: datetime) -> Job:
 
 @dataclass
 class _Accepted:
-    index: int
+    slot: int  # position in this call's items
+    index: int  # the number results carry (the caller's numbering)
     values: dict[str, Any]
     key: tuple[str, str] | None
     request_hash: bytes | None
@@ -144,10 +142,13 @@ class Intake:
         self.clock = clock or ServerClock(store)
 
     async def create_many(
-        self, items: Sequence[Item], *, connection: asyncpg.Connection | None = None
-    ) -> tuple[list[Result], list[Enqueue]]:
-        """Create these jobs: results in input order, and the executions queued but not yet in
-        Redis (non-empty only with `connection`: add them after that transaction commits)."""
+        self, items: Sequence[Item], *, connection: asyncpg.Connection | None = None,
+        numbers: Sequence[int] | None = None,
+    ) -> tuple[list[Result], list[Enqueue]]:  # fmt: skip
+        """Create these jobs: results in input order, each carrying its item's number (from
+        `numbers`, else its position), and the executions due soon but not yet in Redis
+        (non-empty only with `connection`: add them after that transaction commits)."""
+        numbers = numbers if numbers is not None else range(len(items))
         known = await self.task_types.known(i.spec.task for i in items if isinstance(i.spec.task, str)) \
             if self.task_types is not None else None  # fmt: skip
         now = await self.clock.now()
@@ -155,21 +156,22 @@ class Intake:
         accepted: list[_Accepted] = []
         first_of_key: dict[tuple[str, str], _Accepted] = {}
         repeats: list[tuple[int, _Accepted, bytes]] = []  # a key used again in the same batch
-        for index, item in enumerate(items):
+        for slot, item in enumerate(items):
+            index = numbers[slot]
             try:
                 values = validate(item.spec, self.config, now, known)
                 key = self._key(item)
             except ValidationError as exc:
-                results[index] = _refusal(index, exc)
+                results[slot] = _refusal(index, exc)
                 continue
             except (TypeError, ValueError, AttributeError) as exc:  # a value of the wrong type from Python code
-                results[index] = Refused(index, "item", f"is not a valid job ({type(exc).__name__}: {exc})")
+                results[slot] = Refused(index, "item", f"is not a valid job ({type(exc).__name__}: {exc})")
                 continue
             request_hash = (item.request_hash or spec_hash(item.spec)) if key else None
             first = (execution_id(values["run_at"]), values["run_at"]) if values["cron"] is None else None
-            entry = _Accepted(index, values, key, request_hash, first)
+            entry = _Accepted(slot, index, values, key, request_hash, first)
             if key is not None and key in first_of_key:
-                repeats.append((index, first_of_key[key], request_hash or b""))
+                repeats.append((slot, first_of_key[key], request_hash or b""))
                 continue
             if key is not None:
                 first_of_key[key] = entry
@@ -189,17 +191,15 @@ class Intake:
                 to_queue = []
         else:
             to_queue = []
-        for index, first, request_hash in repeats:
-            done = results[first.index]
+        for slot, first, request_hash in repeats:
+            done, index = results[first.slot], numbers[slot]
             if isinstance(done, Enqueued) and request_hash == first.request_hash:
-                results[index] = Enqueued(index, done.job_id, done.executions, replayed=True)
+                results[slot] = Enqueued(index, done.job_id, done.executions, replayed=True)
             elif isinstance(done, Enqueued):
-                results[index] = Refused(index, "idempotency_key", "was used with a different request", "conflict")
+                results[slot] = Refused(index, "idempotency_key", "was used with a different request", "conflict")
             else:
                 assert done is not None
-                results[index] = Refused(index, done.field, done.message, done.code, done.limit)
-        created = sum(1 for r in results if isinstance(r, Enqueued) and not r.replayed)
-        log.info("intake.created", items=len(items), created=created, refused=sum(1 for r in results if isinstance(r, Refused)))
+                results[slot] = Refused(index, done.field, done.message, done.code, done.limit)
         return [r for r in results if r is not None], to_queue
 
     @staticmethod
@@ -224,7 +224,7 @@ class Intake:
             accepted = await self._claim_keys(tx, keyed, accepted, results)
         if not accepted:
             return []
-        created_at = await tx.job_insert_many([[a.values[c] for a in accepted] for c in JOB_COLUMNS])
+        inserted = await tx.job_insert_many([[a.values[c] for a in accepted] for c in JOB_COLUMNS])
         one_offs = [a for a in accepted if a.first_execution is not None]
         horizon_s = self.config.dispatcher.horizon_s
         statuses = await tx.execution_insert_first_many(
@@ -238,11 +238,12 @@ class Intake:
         for a in one_offs:
             first_id, due_at = a.first_execution  # type: ignore[misc]
             status = statuses[first_id]
-            results[a.index] = Enqueued(a.index, a.values["id"], (EnqueuedExecution(first_id, due_at, status),))
+            results[a.slot] = Enqueued(a.index, a.values["id"], (EnqueuedExecution(first_id, due_at, status),))
             if status == ExecutionStatus.QUEUED or (not queue_now and due_at <= horizon_end):
                 to_queue.append(Enqueue(first_id, due_at, a.values["tenant"]))
         crons = [a for a in accepted if a.first_execution is None]
         if crons:
+            created_at = {r["id"]: r["created_at"] for r in inserted}
             jobs = [_job(a.values, created_at[a.values["id"]]) for a in crons]
             done = await materialise_jobs(
                 tx, jobs, await tx.clock_now(), self.config.materialiser,
@@ -252,7 +253,7 @@ class Intake:
             for e in done.executions:
                 by_job.setdefault(e.job_id, []).append(EnqueuedExecution(e.id, e.due_at, e.status))
             for a in crons:
-                results[a.index] = Enqueued(a.index, a.values["id"], tuple(by_job.get(a.values["id"], ())))
+                results[a.slot] = Enqueued(a.index, a.values["id"], tuple(by_job.get(a.values["id"], ())))
             to_queue.extend(done.enqueue if queue_now else
                             [Enqueue(e.id, e.due_at, e.tenant) for e in done.executions if e.due_at <= horizon_end])
         return to_queue
@@ -270,6 +271,7 @@ class Intake:
                 if a.first_execution else []  # fmt: skip
             response = json.dumps({"job_id": str(a.values["id"]), "executions": first})
             claims.append((a.key[0], a.key[1], a.request_hash, a.values["id"], response))
+        claims.sort(key=lambda c: (c[0], c[1]))  # one lock order, so two batches sharing keys cannot deadlock
         taken = await tx.idempotency_claim_many(claims, ttl_s)
         held = [a for a in keyed if a.key not in taken]
         if not held:
@@ -278,10 +280,10 @@ class Intake:
         for a in held:
             record = earlier.get(a.key) if a.key else None
             if record is None:  # taken by a transaction that has not ended (or expired meanwhile)
-                results[a.index] = Refused(a.index, "idempotency_key", "a create with this key is in flight; retry",
+                results[a.slot] = Refused(a.index, "idempotency_key", "a create with this key is in flight; retry",
                                            "conflict")  # fmt: skip
             elif record.request_hash != a.request_hash:
-                results[a.index] = Refused(a.index, "idempotency_key", "was used with a different request", "conflict")
+                results[a.slot] = Refused(a.index, "idempotency_key", "was used with a different request", "conflict")
             else:
                 # The application's own connection has no jsonb codec: the response comes as text.
                 response = json.loads(record.response) if isinstance(record.response, str) else record.response
@@ -289,6 +291,6 @@ class Intake:
                     EnqueuedExecution(UUID(e["id"]), datetime.fromisoformat(e["due_at"]), None)
                     for e in response.get("executions", [])
                 )  # fmt: skip
-                results[a.index] = Enqueued(a.index, record.job_id, executions, replayed=True)
+                results[a.slot] = Enqueued(a.index, record.job_id, executions, replayed=True)
         skip = {id(a) for a in held}
         return [a for a in accepted if id(a) not in skip]

@@ -44,6 +44,8 @@ MAX_WINDOW_S = 86400.0
 MAX_PARAMS_DEPTH = 32  # nesting levels of a params document
 MAX_PAUSE_NOTE = 500  # characters of a pause note
 MAX_ACTOR = 100  # characters of a "paused by" / "redriven by" name
+MISFIRE_POLICIES = frozenset(MisfirePolicy)  # built once: iterating an enum per job showed in the intake's profile
+OVERLAP_POLICIES = frozenset(OverlapPolicy)
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,7 @@ def validate(spec: JobSpec, config: Config, now: datetime, known_tasks: Collecti
             schedule = CronSchedule.parse(spec.cron, spec.timezone, spec.dst_repeated, spec.dst_missing)
         except ScheduleError as exc:
             raise ValidationError("timezone" if "time zone" in str(exc) else "cron", str(exc)) from None
-        if spec.misfire_policy not in set(MisfirePolicy):
+        if spec.misfire_policy not in MISFIRE_POLICIES:
             raise ValidationError("misfire_policy", f"must be one of skip, run_once, catch_up, got {spec.misfire_policy!r}")
         if not 0 <= spec.catch_up_limit <= 1000:
             raise ValidationError("catch_up_limit", f"must be between 0 and 1000, got {spec.catch_up_limit}")
@@ -179,7 +181,7 @@ def validate(spec: JobSpec, config: Config, now: datetime, known_tasks: Collecti
     timeout_s = defaults.timeout_s if spec.timeout_s is None else spec.timeout_s
     if not 0 < timeout_s <= 7 * 86400:
         raise ValidationError("timeout_s", f"must be above 0 and at most 7 days, got {timeout_s}")
-    if spec.overlap not in set(OverlapPolicy):
+    if spec.overlap not in OVERLAP_POLICIES:
         raise ValidationError("overlap", f"must be one of allow, skip, buffer_one, cancel_other, got {spec.overlap!r}")
     if spec.name is not None and len(spec.name) > 200:
         raise ValidationError("name", "is longer than 200 characters")

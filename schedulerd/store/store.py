@@ -572,11 +572,10 @@ class Store:
 
     # --- the front door: batched creates, idempotency keys, task types (schedulerd/intake.py) ---
 
-    async def job_insert_many(self, columns: Sequence[Sequence[Any]]) -> dict[UUID, datetime]:
-        """Insert jobs given column-wise (JOB_COLUMNS order, params as JSON text); returns each
-        id's created_at."""
-        rows = await self.db.fetch(QUERIES["job_insert_many"], *columns)
-        return {r["id"]: r["created_at"] for r in rows}
+    async def job_insert_many(self, columns: Sequence[Sequence[Any]]) -> list[Any]:
+        """Insert jobs given column-wise (intake.JOB_COLUMNS order, params as JSON text); returns
+        rows of (id, created_at)."""
+        return await self.db.fetch(QUERIES["job_insert_many"], *columns)
 
     async def execution_insert_first_many(
         self, occurrences: Sequence[tuple[UUID, UUID, str, datetime]], horizon_s: float, *, queue_now: bool
