@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 import asyncpg
 import redis.asyncio as aioredis
 
+from schedulerd import bench_ingest
 from schedulerd.config import JobsConfig
 from schedulerd.core.durations import parse_duration_s
 from schedulerd.models import Enqueue
@@ -408,7 +409,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--quick", action="store_true", help="CI smoke test: steady 500/s for 5 s; fails on lost or duplicates"
     )
-    scenarios = parser.add_subparsers(dest="scenario", metavar="{steady,spike,cron}")
+    scenarios = parser.add_subparsers(dest="scenario", metavar="{steady,spike,cron,ingest}")
     steady = scenarios.add_parser("steady", help="R*S one-off executions due uniformly at R per second")
     steady.add_argument("--rate", type=float, required=True, help="executions due per second")
     steady.add_argument("--duration", type=float, required=True, help="seconds over which they fall due")
@@ -420,6 +421,7 @@ def _parser() -> argparse.ArgumentParser:
     cron.add_argument("--minutes", type=int, default=3, help="minutes of occurrences to measure")
     for p in (steady, spike, cron):
         common(p, suppress=True)
+    bench_ingest.add_parser(scenarios, common)
     return parser
 
 
@@ -428,8 +430,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick and args.scenario is None:
         args.scenario, args.rate, args.duration = "steady", 500.0, 5.0
     if args.scenario is None:
-        print("bench: give a scenario (steady, spike) or --quick", file=sys.stderr)
+        print("bench: give a scenario (steady, spike, cron, ingest) or --quick", file=sys.stderr)
         return 2
+    if args.scenario == "ingest":
+        return _main_ingest(args)
     if args.scenario == "steady":
         count = round(args.rate * args.duration)
         workload = Workload("steady", count, 1e6 / args.rate, (count - 1) / args.rate)
@@ -469,6 +473,29 @@ def main(argv: list[str] | None = None) -> int:
         print(f"replicas that exited during the run: {', '.join(r['crashed'])}")
     print(json.dumps(r), flush=True)
     return 1 if r["lost"] or r["duplicates"] or r["crashed"] else 0
+
+
+def _main_ingest(args: argparse.Namespace) -> int:
+    if args.count < 1 or args.repeat < 1 or args.batch_size < 1 or (args.concurrency is not None and args.concurrency < 1):
+        print("bench: --count, --repeat, --batch-size and --concurrency must be at least 1", file=sys.stderr)
+        return 2
+    admin_url = os.environ.get("SCHEDULERD_TEST_DATABASE_URL", ADMIN_URL)
+    redis_url = os.environ.get("SCHEDULERD_TEST_REDIS_URL", REDIS_URL)
+    try:
+        result = asyncio.run(bench_ingest.run_ingest(args, admin_url, redis_url, REPO_ROOT))
+    except KeyboardInterrupt:
+        print("bench: interrupted; the database was dropped", file=sys.stderr)
+        return 130
+    except RuntimeError as exc:
+        print(f"bench: error: {exc}", file=sys.stderr)
+        return 1
+    runs = ", ".join(f"{r['jobs_per_s']:,.0f}" for r in result["runs"])
+    latency = result["runs"][-1]
+    print(f"ingest via {result['via']}: {result['count']} jobs per run, median {result['jobs_per_s_median']:,.0f} jobs/s "
+          f"accepted (committed and in Redis); runs: {runs} jobs/s"
+          + (f"; last run's latency p50 {latency['p50_ms']} ms, p99 {latency['p99_ms']} ms" if latency["p50_ms"] else ""))
+    print(json.dumps(result), flush=True)
+    return 0
 
 
 if __name__ == "__main__":

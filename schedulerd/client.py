@@ -219,7 +219,7 @@ class Client:
         return done
 
     async def enqueue_batches(
-        self, requests: Iterable[JobRequest | Mapping[str, Any]], *, batch_size: int = BATCH_SIZE,
+        self, requests: Iterable[JobRequest | Mapping[str, Any] | Item], *, batch_size: int = BATCH_SIZE,
         connection: asyncpg.Connection | None = None,
     ) -> AsyncIterator[list[Result]]:  # fmt: skip
         """enqueue_many as a stream: yields each batch's results once it has committed (indexes
@@ -249,14 +249,17 @@ class Client:
                 await asyncio.gather(in_flight, return_exceptions=True)
 
     async def _create(
-        self, entries: list[JobRequest | Mapping[str, Any]], connection: asyncpg.Connection | None, offset: int = 0
+        self, entries: list[JobRequest | Mapping[str, Any] | Item], connection: asyncpg.Connection | None, offset: int = 0
     ) -> list[Result]:
         items: list[Item] = []
         numbers: list[int] = []
         refused: list[Refused] = []
+        as_given: set[int] = set()  # intake Items (the CLI's): their refusals keep the intake's field names
         for index, entry in enumerate(entries, offset):
             try:
-                items.append(entry.item() if isinstance(entry, JobRequest) else _item(entry))
+                if isinstance(entry, Item):
+                    as_given.add(index)
+                items.append(entry if isinstance(entry, Item) else entry.item() if isinstance(entry, JobRequest) else _item(entry))
                 numbers.append(index)
             except ValidationError as exc:
                 refused.append(Refused(index, exc.field, exc.message))
@@ -267,7 +270,7 @@ class Client:
         if unflushed and connection is not None:
             self._unflushed.setdefault(id(connection), []).extend(unflushed)
         for i, result in enumerate(results):
-            if isinstance(result, Refused) and result.field in _ARGUMENT_OF:
+            if isinstance(result, Refused) and result.field in _ARGUMENT_OF and result.index not in as_given:
                 results[i] = Refused(result.index, _ARGUMENT_OF[result.field], result.message, result.code, result.limit)
         if refused:
             results = sorted([*results, *refused], key=lambda r: r.index)

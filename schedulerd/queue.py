@@ -213,6 +213,20 @@ class RequestCounter:
             return None
         return int(count), int(reset_ms) / 1000
 
+    async def count_items(self, token_id: str, window_s: float, items: int) -> tuple[int, float] | None:
+        """count_request for `items` more at once (a batch counts its items); the same counter
+        and window. One MULTI (INCRBY, PEXPIRE NX, PTTL): atomic like the script, no Lua needed."""
+        try:
+            async with self.client.pipeline(transaction=True) as pipe:
+                key = self.key_prefix + token_id
+                pipe.incrby(key, items)
+                pipe.pexpire(key, max(1, round(window_s * 1000)), nx=True)
+                pipe.pttl(key)
+                count, _, reset_ms = await pipe.execute()
+        except (redis.RedisError, OSError):
+            return None
+        return int(count), max(0, int(reset_ms)) / 1000
+
     async def delete_all(self) -> None:
         async for key in self.client.scan_iter(match=self.key_prefix + "*", count=1000):
             await self.client.delete(key)

@@ -5,7 +5,7 @@ field, limit}}. The tenant always comes from the bearer token, never from the re
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,22 +19,19 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from schedulerd import registry
-from schedulerd.api.schemas import ErrorBody
+from schedulerd.api.schemas import BODY_FIELDS, ErrorBody
 from schedulerd.config import Config
 from schedulerd.errors import NotFoundError, ValidationError
+from schedulerd.intake import Intake
 from schedulerd.jobs import Jobs
 from schedulerd.queue import DelayQueue, RequestCounter
 from schedulerd.store import Store
+from schedulerd.task_types import TaskTypes
 from schedulerd.tenants import Principal, Tenants
 
 log = structlog.get_logger("schedulerd.api")
+BATCH_PATH = "/v1/jobs/batch"  # its body may be up to api.max_batch_body_bytes
 DASHBOARD_DIR = Path(__file__).with_name("dashboard")
-# schedulerd's own field names -> the request body's (JobSpec is flat; the body nests some).
-BODY_FIELDS = {
-    "window": "window_s", "max_attempts": "retry.max_attempts", "backoff_base_s": "retry.backoff_base_s",
-    "backoff_factor": "retry.backoff_factor", "backoff_max_s": "retry.backoff_max_s",
-    "misfire_policy": "misfire.policy", "catch_up_limit": "misfire.catch_up_limit", "id": "job_id",
-}  # fmt: skip
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": text}
     for status, text in [(401, "no valid bearer token"), (404, "no such object for this tenant"),
@@ -66,22 +63,25 @@ class Services:
     config: Config
     tenants: Tenants
     counter: RequestCounter
+    intake: Intake  # batched creates
 
 
 class BodyLimit:
     """ASGI middleware: read the body up to api.max_body_bytes (+1) before the app sees it, so an
     oversized request gets a 413 naming the limit whatever its Content-Length claims."""
 
-    def __init__(self, app: Any, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
+    def __init__(self, app: Any, max_bytes: int, batch_max_bytes: int | None = None) -> None:
+        self.app, self.max_bytes, self.batch_max_bytes = app, max_bytes, batch_max_bytes or max_bytes
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Callable[[], Awaitable[Any]], send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        refused = ApiError(413, "limit_exceeded", f"request body is larger than {self.max_bytes} bytes",
-                           field="body", limit="api.max_body_bytes")  # fmt: skip
+        batch = scope["path"] == BATCH_PATH
+        max_bytes, setting = (self.batch_max_bytes, "api.max_batch_body_bytes") if batch else (self.max_bytes, "api.max_body_bytes")
+        refused = ApiError(413, "limit_exceeded", f"request body is larger than {max_bytes} bytes",
+                           field="body", limit=setting)  # fmt: skip
         declared = dict(scope["headers"]).get(b"content-length", b"")
-        if declared.isdigit() and int(declared) > self.max_bytes:
+        if declared.isdigit() and int(declared) > max_bytes:
             return await error_response(refused)(scope, receive, send)
         chunks, size, more = [], 0, True
         while more:
@@ -91,7 +91,7 @@ class BodyLimit:
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
             more = message.get("more_body", False)
-            if size > self.max_bytes:
+            if size > max_bytes:
                 return await error_response(refused)(scope, receive, send)
         body, replayed = b"".join(chunks), False
 
@@ -106,8 +106,13 @@ class BodyLimit:
 
 
 def _pydantic_error(exc: RequestValidationError) -> ApiError:
-    """The first error, with its location turned into the field a user wrote."""
-    first = exc.errors()[0]
+    return pydantic_error(exc.errors())
+
+
+def pydantic_error(errors: Sequence[Any]) -> ApiError:
+    """The first error, with its location ("body", "query", "header", then the path) turned
+    into the field a user wrote."""
+    first = errors[0]
     loc = [str(part) for part in first.get("loc", ())]
     where, path = (loc[0], loc[1:]) if loc else ("body", [])
     if first.get("type") == "json_invalid":
@@ -164,7 +169,9 @@ def create_app(jobs: Jobs, store: Store, queue: DelayQueue, config: Config) -> F
     from schedulerd.api import late_routes, ops, routes
 
     registry.load_modules(config.daemon.task_modules)
-    services = Services(jobs, store, queue, config, Tenants(store), RequestCounter(queue.client, config.redis.prefix))
+    task_types = TaskTypes(store, config.jobs.task_types_seen_within_s)
+    services = Services(jobs, store, queue, config, Tenants(store), RequestCounter(queue.client, config.redis.prefix),
+                        Intake(store, queue, config, task_types))  # fmt: skip
     bearer = HTTPBearer(auto_error=False, description="a tenant's API token: `schedulerd token create TENANT`")
 
     async def caller(credentials: HTTPAuthorizationCredentials | None = Security(bearer)) -> Principal:
@@ -197,5 +204,5 @@ def create_app(jobs: Jobs, store: Store, queue: DelayQueue, config: Config) -> F
     async def dashboard() -> FileResponse:
         return FileResponse(DASHBOARD_DIR / "index.html")
 
-    app.add_middleware(BodyLimit, max_bytes=config.api.max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=config.api.max_body_bytes, batch_max_bytes=config.api.max_batch_body_bytes)
     return app
