@@ -132,6 +132,7 @@ class ApiConfig:
     overview_window_s: float = 900.0  # operator view: start lags and runs per status of this many seconds
     batch_max: int = 1000  # most items one POST /v1/jobs/batch may carry (each counts against rate_limit)
     max_batch_body_bytes: int = 4194304  # largest POST /v1/jobs/batch body (bytes)
+    token_cache_s: float = 10.0  # a token checked this recently is not looked up again (a revoked one works this long; seconds)
 
 
 @dataclass(frozen=True)
@@ -248,6 +249,8 @@ class Config:
             # Replicas report every observe_interval_s: a shorter silence is not a sign of death.
             raise ConfigError(f"late.down_after_s ({self.late.down_after_s}) must exceed daemon.observe_interval_s "
                               f"({self.daemon.observe_interval_s})")
+        if not self.api.token_cache_s >= 0:
+            raise ConfigError(f"api.token_cache_s must be at least 0, got {self.api.token_cache_s}")
         if not self.api.rate_window_s > 0:
             raise ConfigError(f"api.rate_window_s must be above 0, got {self.api.rate_window_s}")
 

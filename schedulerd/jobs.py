@@ -260,7 +260,7 @@ async def enqueue_committed(queue: DelayQueue, entries: list[Enqueue]) -> None:
     if not entries:
         return
     try:
-        await queue.add(entries, only_new=True)
+        await queue.add_shared(entries)
     except Exception as exc:
         log.warning("jobs.enqueue_failed", count=len(entries), error=str(exc))
 
@@ -281,6 +281,11 @@ class Jobs:
         (the API records an idempotency key there); if it raises, nothing is written."""
         values = validate(spec, self.config, self.clock.now())
         horizon_s = self.config.dispatcher.horizon_s
+        if also is None and values["cron"] is None:  # the common case: one statement, no transaction
+            job, execution = await self.store.job_create_one_off(values, execution_id(values["run_at"]), horizon_s)
+            await self._enqueue(queued([execution]))
+            log.info("jobs.created", job_id=str(job.id), tenant=job.tenant, task=job.task, executions=1)
+            return job, [execution]
         async with self.store.transaction() as tx:
             job = await tx.job_insert(values)
             if job.schedule_kind == "cron":

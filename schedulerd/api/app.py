@@ -170,7 +170,8 @@ def create_app(jobs: Jobs, store: Store, queue: DelayQueue, config: Config) -> F
 
     registry.load_modules(config.daemon.task_modules)
     task_types = TaskTypes(store, config.jobs.task_types_seen_within_s)
-    services = Services(jobs, store, queue, config, Tenants(store), RequestCounter(queue.client, config.redis.prefix),
+    services = Services(jobs, store, queue, config, Tenants(store, config.api.token_cache_s),
+                        RequestCounter(queue.client, config.redis.prefix),
                         Intake(store, queue, config, task_types))  # fmt: skip
     bearer = HTTPBearer(auto_error=False, description="a tenant's API token: `schedulerd token create TENANT`")
 

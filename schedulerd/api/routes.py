@@ -135,8 +135,9 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
             runs = view.next_runs if job.cron else [e.due_at for e in executions]  # "now": the instant it was queued for
             return schemas.JobCreated(job=view, next_runs=runs).model_dump(mode="json")
 
+        # Sent as built: FastAPI would validate and serialise the response model a second time.
         if idempotency_key is None:
-            return created(*await jobs.create(spec))
+            return JSONResponse(created(*await jobs.create(spec)), status_code=201)
         request_hash = hashlib.sha256(body.model_dump_json().encode()).digest()
         ttl_s = config.api.idempotency_ttl_s
 
@@ -164,7 +165,7 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
             return first
         try:
             await jobs.create(spec, also=remember)
-            return recorded[-1]
+            return JSONResponse(recorded[-1], status_code=201)
         except Taken:
             if (first := await replay()) is not None:
                 return first

@@ -908,3 +908,26 @@ ON CONFLICT (name) DO UPDATE SET worker_id = excluded.worker_id, last_seen_at = 
 -- name: task_type_live
 -- Task types some worker replica reported within the last $1 seconds: what producers may enqueue.
 SELECT name FROM task_types WHERE last_seen_at > clock_timestamp() - make_interval(secs => $1) ORDER BY name;
+
+-- name: job_create_one_off
+-- Record a one-off job ($1-$21 as job_insert) with its one execution ($22: its id) in one
+-- statement, so a single create costs one round trip and no BEGIN/COMMIT. The execution is
+-- queued when due inside the dispatch horizon ($23 s). Returns the job row with the execution's
+-- status, enqueued_at and created_at (the caller knows its other values).
+WITH job AS (
+    INSERT INTO jobs (id, tenant, name, task, params, schedule_kind, run_at, cron, timezone,
+                      misfire_policy, catch_up_limit, window_s, max_attempts, backoff_base_s,
+                      backoff_factor, backoff_max_s, timeout_s, dst_repeated, dst_missing, tzdata_version, overlap)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
+    RETURNING *
+), execution AS (
+    INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enqueued_at)
+    SELECT $22, job.id, job.tenant, job.run_at, job.run_at,
+           CASE WHEN job.run_at <= clock_timestamp() + make_interval(secs => $23) THEN 'queued' ELSE 'pending' END,
+           CASE WHEN job.run_at <= clock_timestamp() + make_interval(secs => $23) THEN clock_timestamp() END
+    FROM job
+    RETURNING status, enqueued_at, created_at
+)
+SELECT job.*, execution.status AS execution_status, execution.enqueued_at AS execution_enqueued_at,
+       execution.created_at AS execution_created_at
+FROM job, execution;

@@ -577,6 +577,26 @@ class Store:
         rows of (id, created_at)."""
         return await self.db.fetch(QUERIES["job_insert_many"], *columns)
 
+    async def job_create_one_off(self, job: dict[str, Any], execution_id: UUID, horizon_s: float) -> tuple[Job, Execution]:
+        """A one-off job and its execution (due at job["run_at"]), in one statement."""
+        row = await self.db.fetchrow(
+            QUERIES["job_create_one_off"],
+            job["id"], job["tenant"], job["name"], job["task"], job["params"], job["schedule_kind"],
+            job["run_at"], job["cron"], job["timezone"], job["misfire_policy"], job["catch_up_limit"],
+            job["window_s"], job["max_attempts"], job["backoff_base_s"], job["backoff_factor"],
+            job["backoff_max_s"], job["timeout_s"], job["dst_repeated"], job["dst_missing"], job["tzdata_version"],
+            job["overlap"], execution_id, horizon_s,
+        )  # fmt: skip
+        created = Job.from_row(row)
+        execution = Execution(
+            id=execution_id, job_id=created.id, tenant=created.tenant, scheduled_for=job["run_at"], due_at=job["run_at"],
+            status=row["execution_status"], attempt=0, fence=0, lease_until=None, worker=None,
+            enqueued_at=row["execution_enqueued_at"], first_started_at=None, started_at=None, finished_at=None,
+            last_error=None, created_at=row["execution_created_at"], reason=None, origin="scheduled", redrives=0,
+            late_reason=None, cancel_requested_at=None,
+        )  # fmt: skip
+        return created, execution
+
     async def execution_insert_first_many(
         self, occurrences: Sequence[tuple[UUID, UUID, str, datetime]], horizon_s: float, *, queue_now: bool
     ) -> dict[UUID, str]:
