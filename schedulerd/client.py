@@ -26,7 +26,7 @@ from schedulerd.clock import ServerClock
 from schedulerd.config import Config
 from schedulerd.core.durations import parse_duration_s, parse_instant
 from schedulerd.errors import ValidationError
-from schedulerd.intake import Enqueued, EnqueuedExecution, Intake, Item, Refused, Result
+from schedulerd.intake import Enqueued, EnqueuedExecution, Intake, Item, Refused, Result, SharedBatches
 from schedulerd.jobs import JobSpec
 from schedulerd.models import Enqueue, Execution, ExecutionStatus
 from schedulerd.queue import DelayQueue
@@ -157,6 +157,7 @@ class Client:
         self.clock = ServerClock(store)
         self.task_types = TaskTypes(store, config.jobs.task_types_seen_within_s)
         self.intake = Intake(store, queue, config, self.task_types, self.clock)
+        self.shared = SharedBatches(self.intake)  # concurrent enqueue calls share transactions
         # Executions enqueued inside an application's transaction, not yet in Redis, by connection.
         self._unflushed: dict[int, list[Enqueue]] = {}
 
@@ -199,10 +200,15 @@ class Client:
         only if that transaction commits. Use `async with client.transaction(conn)` (or call
         `flush()` after the commit) to put it in Redis at once; otherwise the dispatcher does
         within [dispatcher].interval_s."""
-        results = await self._create([{"task": task, "params": params, **options}], connection)
-        (result,) = results
+        request = {"task": task, "params": params, **options}
+        if connection is not None:
+            (result,) = await self._create([request], connection)
+        else:
+            result = await self.shared.create(_item(request))
+            if isinstance(result, Enqueued):
+                return result
         if isinstance(result, Refused):
-            raise ValidationError(result.field, result.message, result.limit)
+            raise ValidationError(_ARGUMENT_OF.get(result.field, result.field), result.message, result.limit)
         return result
 
     async def enqueue_many(

@@ -10,6 +10,7 @@ the rows stay pending until the dispatcher sees them committed (or the client's 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import Sequence
@@ -70,6 +71,7 @@ class Enqueued:
     job_id: UUID
     executions: tuple[EnqueuedExecution, ...]
     replayed: bool = False
+    job: Job | None = field(default=None, repr=False)  # the job row, when asked for (with_jobs) and not a replay
     ok: bool = field(default=True, init=False)
 
     @property
@@ -143,11 +145,12 @@ class Intake:
 
     async def create_many(
         self, items: Sequence[Item], *, connection: asyncpg.Connection | None = None,
-        numbers: Sequence[int] | None = None,
+        numbers: Sequence[int] | None = None, with_jobs: bool = False,
     ) -> tuple[list[Result], list[Enqueue]]:  # fmt: skip
         """Create these jobs: results in input order, each carrying its item's number (from
         `numbers`, else its position), and the executions due soon but not yet in Redis
-        (non-empty only with `connection`: add them after that transaction commits)."""
+        (non-empty only with `connection`: add them after that transaction commits). with_jobs:
+        each created result carries its Job row (built from the values sent)."""
         numbers = numbers if numbers is not None else range(len(items))
         known = await self.task_types.known(i.spec.task for i in items if isinstance(i.spec.task, str)) \
             if self.task_types is not None else None  # fmt: skip
@@ -179,7 +182,7 @@ class Intake:
         if accepted:
             if connection is None:
                 async with self.store.transaction() as tx:
-                    to_queue = await self._write(tx, accepted, results, queue_now=True)
+                    to_queue = await self._write(tx, accepted, results, queue_now=True, with_jobs=with_jobs)
                 await enqueue_committed(self.queue, to_queue)
                 to_queue = []
             elif connection.is_in_transaction():
@@ -215,8 +218,9 @@ class Intake:
         return item.spec.tenant, key
 
     async def _write(
-        self, tx: Store, accepted: list[_Accepted], results: list[Result | None], *, queue_now: bool
-    ) -> list[Enqueue]:
+        self, tx: Store, accepted: list[_Accepted], results: list[Result | None], *, queue_now: bool,
+        with_jobs: bool = False,
+    ) -> list[Enqueue]:  # fmt: skip
         """Inside a transaction: claim keys, insert jobs and executions; fill `results`; return the
         queued executions (to ZADD after the commit)."""
         keyed = [a for a in accepted if a.key is not None]
@@ -225,6 +229,7 @@ class Intake:
         if not accepted:
             return []
         inserted = await tx.job_insert_many([[a.values[c] for a in accepted] for c in JOB_COLUMNS])
+        created_at = {r["id"]: r["created_at"] for r in inserted} if with_jobs or any(a.first_execution is None for a in accepted) else {}
         one_offs = [a for a in accepted if a.first_execution is not None]
         horizon_s = self.config.dispatcher.horizon_s
         statuses = await tx.execution_insert_first_many(
@@ -238,12 +243,12 @@ class Intake:
         for a in one_offs:
             first_id, due_at = a.first_execution  # type: ignore[misc]
             status = statuses[first_id]
-            results[a.slot] = Enqueued(a.index, a.values["id"], (EnqueuedExecution(first_id, due_at, status),))
+            job = _job(a.values, created_at[a.values["id"]]) if with_jobs else None
+            results[a.slot] = Enqueued(a.index, a.values["id"], (EnqueuedExecution(first_id, due_at, status),), job=job)
             if status == ExecutionStatus.QUEUED or (not queue_now and due_at <= horizon_end):
                 to_queue.append(Enqueue(first_id, due_at, a.values["tenant"]))
         crons = [a for a in accepted if a.first_execution is None]
         if crons:
-            created_at = {r["id"]: r["created_at"] for r in inserted}
             jobs = [_job(a.values, created_at[a.values["id"]]) for a in crons]
             done = await materialise_jobs(
                 tx, jobs, await tx.clock_now(), self.config.materialiser,
@@ -252,8 +257,8 @@ class Intake:
             by_job: dict[UUID, list[EnqueuedExecution]] = {}
             for e in done.executions:
                 by_job.setdefault(e.job_id, []).append(EnqueuedExecution(e.id, e.due_at, e.status))
-            for a in crons:
-                results[a.slot] = Enqueued(a.index, a.values["id"], tuple(by_job.get(a.values["id"], ())))
+            for a, job in zip(crons, jobs):
+                results[a.slot] = Enqueued(a.index, a.values["id"], tuple(by_job.get(a.values["id"], ())), job=job)
             to_queue.extend(done.enqueue if queue_now else
                             [Enqueue(e.id, e.due_at, e.tenant) for e in done.executions if e.due_at <= horizon_end])
         return to_queue
@@ -294,3 +299,57 @@ class Intake:
                 results[a.slot] = Enqueued(a.index, record.job_id, executions, replayed=True)
         skip = {id(a) for a in held}
         return [a for a in accepted if id(a) not in skip]
+
+
+class SharedBatches:
+    """Single creates made concurrently (API requests, `Client.enqueue` calls) go to Postgres
+    together: one batch per turn of the event loop, at most `in_flight` batches at once, so under
+    load they queue up into larger batches (one transaction and one commit for many: group
+    commit). Each caller gets its own result; an error of the batch's transaction is raised to
+    every caller in it (nothing of that batch was written)."""
+
+    def __init__(self, intake: Intake, *, in_flight: int = 4, max_batch: int = 500) -> None:
+        self.intake = intake
+        self.in_flight = in_flight
+        self.max_batch = max_batch
+        self._pending: list[tuple[Item, asyncio.Future[Result]]] = []
+        self._running: set[asyncio.Task[None]] = set()
+        self._scheduled = False
+
+    async def create(self, item: Item) -> Result:
+        """The item's result, with its Job row when created."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[Result] = loop.create_future()
+        self._pending.append((item, done))
+        if not self._scheduled:
+            self._scheduled = True
+            loop.call_soon(self._start)
+        return await done
+
+    def _start(self) -> None:
+        self._scheduled = False
+        while self._pending and len(self._running) < self.in_flight:
+            batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
+            task = asyncio.ensure_future(self._run(batch))
+            self._running.add(task)
+            task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        if self._pending and not self._scheduled:  # what queued up meanwhile goes next, as one batch
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._start)
+
+    async def _run(self, batch: list[tuple[Item, asyncio.Future[Result]]]) -> None:
+        try:
+            results, _ = await self.intake.create_many([item for item, _ in batch], with_jobs=True)
+        except BaseException as exc:
+            for _, done in batch:
+                if not done.done():
+                    done.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for (_, done), result in zip(batch, results, strict=True):
+            if not done.done():
+                done.set_result(result)

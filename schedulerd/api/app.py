@@ -22,7 +22,7 @@ from schedulerd import registry
 from schedulerd.api.schemas import BODY_FIELDS, ErrorBody
 from schedulerd.config import Config
 from schedulerd.errors import NotFoundError, ValidationError
-from schedulerd.intake import Intake
+from schedulerd.intake import Intake, SharedBatches
 from schedulerd.jobs import Jobs
 from schedulerd.queue import DelayQueue, RequestCounter
 from schedulerd.store import Store
@@ -64,6 +64,7 @@ class Services:
     tenants: Tenants
     counter: RequestCounter
     intake: Intake  # batched creates
+    shared: SharedBatches  # single creates, written together with concurrent ones
 
 
 class BodyLimit:
@@ -169,10 +170,10 @@ def create_app(jobs: Jobs, store: Store, queue: DelayQueue, config: Config) -> F
     from schedulerd.api import late_routes, ops, routes
 
     registry.load_modules(config.daemon.task_modules)
-    task_types = TaskTypes(store, config.jobs.task_types_seen_within_s)
+    intake = Intake(store, queue, config, TaskTypes(store, config.jobs.task_types_seen_within_s))
     services = Services(jobs, store, queue, config, Tenants(store, config.api.token_cache_s),
                         RequestCounter(queue.client, config.redis.prefix),
-                        Intake(store, queue, config, task_types))  # fmt: skip
+                        intake, SharedBatches(intake))  # fmt: skip
     bearer = HTTPBearer(auto_error=False, description="a tenant's API token: `schedulerd token create TENANT`")
 
     async def caller(credentials: HTTPAuthorizationCredentials | None = Security(bearer)) -> Principal:

@@ -6,7 +6,7 @@ import base64
 import hashlib
 import json
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any
 from uuid import UUID
@@ -23,7 +23,7 @@ from schedulerd.api.app import ERRORS, ApiError, Services, pydantic_error
 from schedulerd.core.overrun import Overrun
 from schedulerd.dead_letters import DeadLetters, FailedFilter
 from schedulerd.errors import ValidationError
-from schedulerd.intake import Enqueued, Item
+from schedulerd.intake import Enqueued, EnqueuedExecution, Item, Refused
 from schedulerd.jobs import JobSpec, labelled_next_runs, next_runs, schedule_of
 from schedulerd.models import Attempt, Execution, Job, LastExecution, Redrive
 from schedulerd.overrun import overruns
@@ -130,14 +130,19 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
     async def create_job(body: schemas.JobCreate, who: Caller, idempotency_key: str | None = IDEMPOTENCY_KEY) -> Any:
         spec = body.spec(who.tenant)
 
-        def created(job: Job, executions: list[Execution]) -> dict[str, Any]:
+        def created(job: Job, executions: Sequence[Execution | EnqueuedExecution]) -> dict[str, Any]:
             view = job_view(job, datetime.now(UTC))
             runs = view.next_runs if job.cron else [e.due_at for e in executions]  # "now": the instant it was queued for
             return schemas.JobCreated(job=view, next_runs=runs).model_dump(mode="json")
 
         # Sent as built: FastAPI would validate and serialise the response model a second time.
         if idempotency_key is None:
-            return JSONResponse(created(*await jobs.create(spec)), status_code=201)
+            # Shares a transaction with the creates of concurrent requests (intake.SharedBatches).
+            result = await services.shared.create(Item(spec))
+            if isinstance(result, Refused):
+                raise ValidationError(result.field, result.message, result.limit)
+            assert result.job is not None
+            return JSONResponse(created(result.job, result.executions), status_code=201)
         request_hash = hashlib.sha256(body.model_dump_json().encode()).digest()
         ttl_s = config.api.idempotency_ttl_s
 

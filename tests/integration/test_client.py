@@ -221,3 +221,26 @@ def test_sync_client(database_url: str, redis_url: str, redis_prefix: str) -> No
         assert client.get_execution(done.execution_id).status == "pending"  # type: ignore[arg-type, union-attr]
         (refused,) = client.enqueue_many([{"task": "noop", "cron": "@daily", "tz": "Mars/Olympus"}])
         assert isinstance(refused, Refused) and refused.field == "tz"
+
+
+async def test_concurrent_enqueues_share_transactions_and_keep_their_own_results(
+    client: Client, store: Store, queue: DelayQueue
+) -> None:
+    batches: list[int] = []
+    create_many = client.intake.create_many
+
+    async def counted(items: Any, **kwargs: Any) -> Any:
+        batches.append(len(items))
+        return await create_many(items, **kwargs)
+
+    client.intake.create_many = counted  # type: ignore[method-assign]
+    calls = [client.enqueue("noop", {"i": i}) for i in range(200)]
+    calls[17] = client.enqueue("noop", max_attempts=1000)
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    refused = [o for o in outcomes if isinstance(o, ValidationError)]
+    assert len(refused) == 1 and refused[0].field == "max_attempts"
+    created = [o for o in outcomes if isinstance(o, Enqueued)]
+    assert len({o.job_id for o in created}) == 199 and all(o.job is not None for o in created)
+    assert sum(batches) == 200 and len(batches) < 200  # group commit: fewer transactions than calls
+    assert await _count(store, "jobs") == 199 and await queue.depth() == 199
+    assert [(await store.job_get(o.job_id)).params for o in created[:3]] == [{"i": 0}, {"i": 1}, {"i": 2}]  # type: ignore[union-attr]
