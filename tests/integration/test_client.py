@@ -234,8 +234,7 @@ async def test_concurrent_enqueues_share_transactions_and_keep_their_own_results
         return await create_many(items, **kwargs)
 
     client.intake.create_many = counted  # type: ignore[method-assign]
-    calls = [client.enqueue("noop", {"i": i}) for i in range(200)]
-    calls[17] = client.enqueue("noop", max_attempts=1000)
+    calls = [client.enqueue("noop", {"i": i}) if i != 17 else client.enqueue("noop", max_attempts=1000) for i in range(200)]
     outcomes = await asyncio.gather(*calls, return_exceptions=True)
     refused = [o for o in outcomes if isinstance(o, ValidationError)]
     assert len(refused) == 1 and refused[0].field == "max_attempts"
