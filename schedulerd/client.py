@@ -98,7 +98,7 @@ class JobRequest:
 
     def item(self) -> Item:
         """As the intake takes it; raises ValidationError naming the argument."""
-        return _item(self.__dict__)
+        return _item({f.name: getattr(self, f.name) for f in fields(self)})
 
 
 _REQUEST_FIELDS = frozenset(f.name for f in fields(JobRequest))
@@ -121,7 +121,8 @@ def _item(options: Mapping[str, Any]) -> Item:
     if params is not None and type(params) is not dict and not isinstance(params, Mapping):
         raise ValidationError("params", f"must be a mapping (a JSON object), got {type(params).__name__}")
     spec = JobSpec(
-        task=options["task"], tenant=get("tenant", "default"), params=dict(params) if params else {},
+        task=options["task"], tenant=get("tenant", "default"),
+        params=params if type(params) is dict else dict(params) if params else {},
         run_at=_instant(get("at")), cron=get("cron"), timezone=get("tz", "UTC"), misfire_policy=get("misfire", "run_once"),
         catch_up_limit=get("catch_up_limit", 10), window_s=_seconds(get("window"), "window") or 0.0, name=get("name"),
         max_attempts=get("max_attempts"), timeout_s=_seconds(get("timeout"), "timeout"),

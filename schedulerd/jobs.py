@@ -48,7 +48,7 @@ MISFIRE_POLICIES = frozenset(MisfirePolicy)  # built once: iterating an enum per
 OVERLAP_POLICIES = frozenset(OverlapPolicy)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JobSpec:
     """A job as a user asks for it; None fields take the [jobs] defaults.
 
