@@ -9,6 +9,7 @@ Every write commits to Postgres before its ZADD (schedulerd/intake.py).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
@@ -36,6 +37,7 @@ from schedulerd.task_types import TaskTypes
 __all__ = ["Client", "SyncClient", "JobRequest", "Enqueued", "EnqueuedExecution", "Refused", "TaskRef", "task"]
 
 BATCH_SIZE = 1000  # items per transaction in enqueue_many
+BATCHES_IN_FLIGHT = 3  # enqueue_many's transactions at once (Postgres writes while the next batches are validated)
 FINAL = frozenset({ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED, ExecutionStatus.SKIPPED, ExecutionStatus.CANCELLED})
 Duration = float | int | timedelta | str  # seconds, a timedelta, or "30s" / "5m" / "1h30m"
 T = TypeVar("T")
@@ -233,27 +235,25 @@ class Client:
         count from the first request), so a caller can report progress on a long input."""
         if not 1 <= batch_size <= 10_000:
             raise ValidationError("batch_size", f"must be between 1 and 10000, got {batch_size}")
-        # Two batches in flight on two pooled connections: the next one is validated while
-        # Postgres writes the last (one connection of the application's: one at a time).
-        in_flight: asyncio.Task[list[Result]] | None = None
+        # BATCHES_IN_FLIGHT batches on as many pooled connections: the next ones are validated
+        # while Postgres writes the others (one connection of the application's: one at a time).
+        in_flight: collections.deque[asyncio.Task[list[Result]]] = collections.deque()
         offset = 0
         try:
             for chunk in _chunks(requests, batch_size):
                 if connection is not None:
                     yield await self._create(chunk, connection, offset)
                 else:
-                    started = asyncio.create_task(self._create(chunk, None, offset))
-                    if in_flight is not None:
-                        yield await in_flight
-                    in_flight = started
+                    in_flight.append(asyncio.create_task(self._create(chunk, None, offset)))
+                    if len(in_flight) >= BATCHES_IN_FLIGHT:
+                        yield await in_flight.popleft()
                 offset += len(chunk)
-            if in_flight is not None:
-                yield await in_flight
-                in_flight = None
+            while in_flight:
+                yield await in_flight.popleft()
         finally:
-            if in_flight is not None and not in_flight.done():
-                in_flight.cancel()
-                await asyncio.gather(in_flight, return_exceptions=True)
+            for task in in_flight:
+                task.cancel()
+            await asyncio.gather(*in_flight, return_exceptions=True)
 
     async def _create(
         self, entries: list[JobRequest | Mapping[str, Any] | Item], connection: asyncpg.Connection | None, offset: int = 0
