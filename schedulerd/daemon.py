@@ -8,6 +8,7 @@ restarts it (fail fast).
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 from collections.abc import Callable
@@ -112,6 +113,9 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
         log.info("api.listening", url=f"http://{config.api.host}:{config.api.port}/")
     services["observer"] = Observer(store, queue, config, worker_id)
     loop_health = health.expect(loop_budgets(config, services))
+    # Everything made while starting (modules, the app, pools) lives as long as the process:
+    # moved out of the collector's reach, a full collection walks only what the loops make.
+    gc.freeze()
     tasks = [asyncio.create_task(service.run(stop), name=role) for role, service in services.items()]
     if systemd.watchdog_interval_s() is not None:
         tasks.append(asyncio.create_task(systemd.watchdog(lambda: not loop_health.stale(), stop), name="watchdog"))
