@@ -112,7 +112,7 @@ def _refusal(index: int, exc: ValidationError) -> Refused:
 
 
 def _job(values: dict[str, Any], created_at: datetime) -> Job:
-    """The Job row just inserted, built from the values sent (the insert returns only created_at)."""
+    """The Job row just inserted, built from the values sent (the insert returns nothing)."""
     return Job(
         id=values["id"], tenant=values["tenant"], name=values["name"], task=values["task"], params=values["params"],
         schedule_kind=values["schedule_kind"], run_at=values["run_at"], cron=values["cron"],
@@ -230,8 +230,11 @@ class Intake:
             accepted = await self._claim_keys(tx, keyed, accepted, results)
         if not accepted:
             return []
-        inserted = await tx.job_insert_many([[a.values[c] for a in accepted] for c in JOB_COLUMNS])
-        created_at = {r["id"]: r["created_at"] for r in inserted} if with_jobs or any(a.first_execution is None for a in accepted) else {}
+        # Postgres's clock, as the column default would have it: read exactly when a cron job's
+        # first occurrences count from it, else the ServerClock's reading (no round trip).
+        has_cron = any(a.first_execution is None for a in accepted)
+        created_at = await tx.clock_now() if has_cron else await self.clock.now()
+        await tx.job_insert_many([[a.values[c] for a in accepted] for c in JOB_COLUMNS], created_at)
         one_offs = [a for a in accepted if a.first_execution is not None]
         horizon_s = self.config.dispatcher.horizon_s
         statuses = await tx.execution_insert_first_many(
@@ -245,13 +248,13 @@ class Intake:
         for a in one_offs:
             first_id, due_at = a.first_execution  # type: ignore[misc]
             status = statuses[first_id]
-            job = _job(a.values, created_at[a.values["id"]]) if with_jobs else None
+            job = _job(a.values, created_at) if with_jobs else None
             results[a.slot] = Enqueued(a.index, a.values["id"], (EnqueuedExecution(first_id, due_at, status),), job=job)
             if status == ExecutionStatus.QUEUED or (not queue_now and due_at <= horizon_end):
                 to_queue.append(Enqueue(first_id, due_at, a.values["tenant"]))
         crons = [a for a in accepted if a.first_execution is None]
         if crons:
-            jobs = [_job(a.values, created_at[a.values["id"]]) for a in crons]
+            jobs = [_job(a.values, created_at) for a in crons]
             done = await materialise_jobs(
                 tx, jobs, await tx.clock_now(), self.config.materialiser,
                 horizon_s if queue_now else NOT_QUEUED_HORIZON_S, late_config=self.config.late,

@@ -846,20 +846,22 @@ GROUP BY tzdata_version ORDER BY tzdata_version NULLS FIRST;
 
 -- name: job_insert_many
 -- Record many job definitions in one statement (the front door's batches): one array per column,
--- params as JSON text. Returns each id with its created_at (the caller knows every other value).
+-- params as JSON text, all created at $22 (the batch's instant on Postgres's clock, which the
+-- caller read), so nothing needs to come back.
 INSERT INTO jobs (id, tenant, name, task, params, schedule_kind, run_at, cron, timezone,
                   misfire_policy, catch_up_limit, window_s, max_attempts, backoff_base_s,
-                  backoff_factor, backoff_max_s, timeout_s, dst_repeated, dst_missing, tzdata_version, overlap)
+                  backoff_factor, backoff_max_s, timeout_s, dst_repeated, dst_missing, tzdata_version, overlap,
+                  created_at, updated_at)
 SELECT j.id, j.tenant, j.name, j.task, j.params::jsonb, j.schedule_kind, j.run_at, j.cron, j.timezone,
        j.misfire_policy, j.catch_up_limit, j.window_s, j.max_attempts, j.backoff_base_s,
-       j.backoff_factor, j.backoff_max_s, j.timeout_s, j.dst_repeated, j.dst_missing, j.tzdata_version, j.overlap
+       j.backoff_factor, j.backoff_max_s, j.timeout_s, j.dst_repeated, j.dst_missing, j.tzdata_version, j.overlap,
+       $22, $22
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[], $8::text[],
             $9::text[], $10::text[], $11::int[], $12::float8[], $13::int[], $14::float8[], $15::float8[],
             $16::float8[], $17::float8[], $18::text[], $19::text[], $20::text[], $21::text[])
      AS j(id, tenant, name, task, params, schedule_kind, run_at, cron, timezone, misfire_policy, catch_up_limit,
           window_s, max_attempts, backoff_base_s, backoff_factor, backoff_max_s, timeout_s, dst_repeated,
-          dst_missing, tzdata_version, overlap)
-RETURNING id, created_at;
+          dst_missing, tzdata_version, overlap);
 
 -- name: execution_insert_first_many
 -- The one execution of each new one-off job: (id, job, tenant, instant) rows, scheduled and due at

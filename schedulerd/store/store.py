@@ -572,10 +572,10 @@ class Store:
 
     # --- the front door: batched creates, idempotency keys, task types (schedulerd/intake.py) ---
 
-    async def job_insert_many(self, columns: Sequence[Sequence[Any]]) -> list[Any]:
-        """Insert jobs given column-wise (intake.JOB_COLUMNS order, params as JSON text); returns
-        rows of (id, created_at)."""
-        return await self.db.fetch(QUERIES["job_insert_many"], *columns)
+    async def job_insert_many(self, columns: Sequence[Sequence[Any]], created_at: datetime) -> None:
+        """Insert jobs given column-wise (intake.JOB_COLUMNS order, params as JSON text), all
+        created at `created_at`."""
+        await self.db.execute(QUERIES["job_insert_many"], *columns, created_at)
 
     async def job_create_one_off(self, job: dict[str, Any], execution_id: UUID, horizon_s: float) -> tuple[Job, Execution]:
         """A one-off job and its execution (due at job["run_at"]), in one statement."""
