@@ -68,8 +68,9 @@ class Services:
 
 
 class BodyLimit:
-    """ASGI middleware: read the body up to api.max_body_bytes (+1) before the app sees it, so an
-    oversized request gets a 413 naming the limit whatever its Content-Length claims."""
+    """ASGI middleware: read the body up to api.max_body_bytes (+1; api.max_batch_body_bytes for
+    POST /v1/jobs/batch) before the app sees it, so an oversized request gets a 413 naming the
+    limit whatever its Content-Length claims."""
 
     def __init__(self, app: Any, max_bytes: int, batch_max_bytes: int | None = None) -> None:
         self.app, self.max_bytes, self.batch_max_bytes = app, max_bytes, batch_max_bytes or max_bytes

@@ -402,8 +402,10 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
     async def me(who: Caller) -> Any:
         return {"tenant": who.tenant}
 
-    @api.get("/tasks", response_model=schemas.Tasks, tags=["tenant"], summary="registered task types")
+    @api.get("/tasks", response_model=schemas.Tasks, tags=["tenant"],
+             summary="task types that may be enqueued: those live workers reported, and this replica's")  # fmt: skip
     async def tasks(who: Caller) -> Any:
-        return {"tasks": registry.names()}
+        known = await services.intake.task_types.known() if services.intake.task_types else registry.names()
+        return {"tasks": sorted(known)}
 
     return api

@@ -106,7 +106,11 @@ async def test_rate_limit_counts_items(start_api, make_tenant, store: Store) -> 
     assert await _jobs_of(store, tenant) == 10
 
 
-async def test_batch_accepts_task_types_reported_by_workers_elsewhere(client: httpx.AsyncClient, store: Store) -> None:
+async def test_task_types_reported_by_workers_elsewhere_are_listed_and_accepted(client: httpx.AsyncClient, store: Store) -> None:
     await store.task_type_report(["reports.render"], "replica-with-reports")
     answer = await client.post("/v1/jobs/batch", json={"items": [{"task": "reports.render"}]})
     assert answer.json()["items"][0]["result"] == "created"
+    single = await client.post("/v1/jobs", json={"task": "reports.render"})
+    assert single.status_code == 201
+    listed = (await client.get("/v1/tasks")).json()["tasks"]
+    assert "reports.render" in listed and "noop" in listed and listed == sorted(listed)
