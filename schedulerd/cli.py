@@ -291,11 +291,16 @@ async def _job_create(args: argparse.Namespace, config: Config) -> None:
         return await _job_create_from_file(args, config)
     if args.task is None:
         raise ValidationError("--task", "is required (or --from-file to create many)")
+    from schedulerd.task_types import TaskTypes
+
     registry.load_modules(config.daemon.task_modules)
     spec = _job_spec(args)
-    validate(spec, config, datetime.now(UTC))  # refuse bad input before connecting anywhere
+    # Refuse bad input before connecting anywhere; the task name may also be one that only the
+    # workers know (they record their types in Postgres), so that one is checked once connected.
+    validate(spec, config, datetime.now(UTC), {spec.task})
     async with _Session(config) as jobs:
-        job, executions = await jobs.create(spec)
+        known = await TaskTypes(jobs.store, config.jobs.task_types_seen_within_s).known([spec.task])
+        job, executions = await jobs.create(spec, known_tasks=known)
     runs = labelled_next_runs(job, datetime.now(UTC), 5) if job.cron else [Run(e.due_at, (), None) for e in executions]
     if args.json:
         print(json.dumps({"job": _jsonable(job), "next_runs": [r.at.isoformat() for r in runs],

@@ -275,11 +275,14 @@ class Jobs:
     async def _enqueue(self, entries: list[Enqueue]) -> None:
         await enqueue_committed(self.queue, entries)
 
-    async def create(self, spec: JobSpec, also: AlsoInTransaction | None = None) -> tuple[Job, list[Execution]]:
+    async def create(
+        self, spec: JobSpec, also: AlsoInTransaction | None = None, known_tasks: Collection[str] | None = None
+    ) -> tuple[Job, list[Execution]]:
         """Validate, commit the job with its first executions (a cron job: its first horizon),
         then ZADD those due inside the dispatch horizon. `also` runs inside the same transaction
-        (the API records an idempotency key there); if it raises, nothing is written."""
-        values = validate(spec, self.config, self.clock.now())
+        (the API records an idempotency key there); if it raises, nothing is written.
+        known_tasks: the task types accepted (task_types.TaskTypes); None: this process's registry."""
+        values = validate(spec, self.config, self.clock.now(), known_tasks)
         horizon_s = self.config.dispatcher.horizon_s
         if also is None and values["cron"] is None:  # the common case: one statement, no transaction
             job, execution = await self.store.job_create_one_off(values, execution_id(values["run_at"]), horizon_s)

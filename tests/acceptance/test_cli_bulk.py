@@ -49,3 +49,12 @@ def test_from_file_refuses_flags_that_do_not_apply_and_unreadable_files(cli, tmp
     (tmp_path / "latin1.ndjson").write_bytes(b'{"task": "noop", "name": "caf\xe9"}\n')
     not_utf8 = cli("job", "create", "--from-file", str(tmp_path / "latin1.ndjson"))
     assert not_utf8.returncode == 2 and "is not UTF-8" in not_utf8.stderr and "Traceback" not in not_utf8.stderr
+
+
+async def test_single_create_accepts_a_task_type_only_the_workers_know(cli, store: Store) -> None:  # type: ignore[no-untyped-def]
+    unknown = cli("job", "create", "--task", "billing.invoice")
+    assert unknown.returncode == 2 and "task: unknown task type 'billing.invoice'" in unknown.stderr
+    await store.task_type_report(["billing.invoice"], "replica-with-billing")
+    known = cli("job", "create", "--task", "billing.invoice", "--json")
+    assert known.returncode == 0, known.stderr
+    assert json.loads(known.stdout)["job"]["task"] == "billing.invoice"
