@@ -1,7 +1,9 @@
-"""Benchmark harness: K daemon replicas on a throwaway database and Redis prefix, a bulk-inserted
-workload of `noop` executions, and metrics computed from the rows in Postgres (one JSON line last).
+"""Benchmark harness: K daemon replicas on a throwaway database and Redis prefix, a workload of
+`noop` jobs fed through the Python client (or, with --feed sql, bulk-inserted straight into
+Postgres), and metrics computed from the rows in Postgres (one JSON line last).
 Usage: scripts/bench --quick | steady --rate R --duration S | spike --count N | cron --jobs J [--window 60s]
-       [--replicas K] [--set KEY=VALUE]
+       [--replicas K] [--set KEY=VALUE] [--feed client|sql]
+       scripts/bench ingest --via client|client-batch|http|http-batch|cli-file --count N (bench_ingest.py)
 """
 
 from __future__ import annotations
@@ -26,7 +28,10 @@ from urllib.parse import urlsplit
 import asyncpg
 import redis.asyncio as aioredis
 
+from schedulerd import bench_ingest
+from schedulerd.client import Client
 from schedulerd.config import JobsConfig
+from schedulerd.config import load as load_config
 from schedulerd.core.durations import parse_duration_s
 from schedulerd.models import Enqueue
 from schedulerd.queue import DelayQueue
@@ -262,6 +267,30 @@ async def _feed(
         await db.close()
 
 
+async def _feed_client(client: Client, t0: datetime, workload: Workload, ahead_s: float) -> None:
+    """The steady feed through the front door: each second's one-off jobs enqueued `ahead_s`
+    before they fall due, with enqueue_many (one job per execution, as users make them)."""
+    rate = 1e6 / workload.spacing_us
+    written, second = 0, 0
+    while written < workload.count:
+        slice_start = t0 + timedelta(seconds=second)
+        wait_s = (slice_start - timedelta(seconds=ahead_s) - datetime.now(t0.tzinfo)).total_seconds()
+        if wait_s > 0:
+            await asyncio.sleep(wait_s)
+        count = min(round(rate), workload.count - written)
+        await _enqueue_all(client, [
+            {"task": "noop", "tenant": "bench", "at": slice_start + timedelta(microseconds=round(i * workload.spacing_us))}
+            for i in range(count)
+        ])  # fmt: skip
+        written, second = written + count, second + 1
+
+
+async def _enqueue_all(client: Client, requests: list[dict[str, Any]]) -> None:
+    refused = [r for r in await client.enqueue_many(requests) if not r.ok]
+    if refused:
+        raise RuntimeError(f"the client refused {len(refused)} of the workload's jobs, first: {refused[0]}")
+
+
 async def run_bench(args: argparse.Namespace, workload: Workload) -> dict[str, Any]:
     """Set up, run the workload, measure, tear down. Metrics come from the rows in Postgres:
 
@@ -288,6 +317,7 @@ async def run_bench(args: argparse.Namespace, workload: Workload) -> dict[str, A
     db: asyncpg.Connection | None = None
     rds = aioredis.from_url(redis_url)
     queue = DelayQueue.connect(redis_url, prefix, timeout_s=10.0)
+    client: Client | None = None
     created = False
     try:
         await admin.execute(f'CREATE DATABASE "{db_name}"')
@@ -299,6 +329,10 @@ async def run_bench(args: argparse.Namespace, workload: Workload) -> dict[str, A
         for r in replicas:
             r.cpu_at_ready_s = _cpu_s(r.process.pid)
         pg_cpu_before, redis_cpu_before = await _server_cpu(db, rds)
+        if args.feed == "client":  # the task types the replicas reported are what the client checks against
+            client_environ = {"SCHEDULERD_DATABASE_URL": database_url, "SCHEDULERD_REDIS_URL": redis_url,
+                              "SCHEDULERD_REDIS_PREFIX": prefix, **settings}  # fmt: skip
+            client = await Client.connect(load_config(REPO_ROOT / "config.toml", client_environ))
 
         # Write the workload: due times start `lead_s` from now, so start-up is not measured.
         jobs = JobsConfig()
@@ -307,19 +341,29 @@ async def run_bench(args: argparse.Namespace, workload: Workload) -> dict[str, A
         t0: datetime = await db.fetchval("SELECT clock_timestamp() + make_interval(secs => $1)", args.lead)
         if workload.scenario == "cron":
             # Measure whole minutes of occurrences, starting at the first minute after the lead.
-            await db.execute(INSERT_CRON_JOBS, workload.count, workload.window_s, *retry)
+            if client is not None:
+                await _enqueue_all(client, [{"task": "noop", "tenant": "bench", "name": f"bench-cron-{i}", "cron": "* * * * *",
+                                             "window": workload.window_s} for i in range(workload.count)])  # fmt: skip
+            else:
+                await db.execute(INSERT_CRON_JOBS, workload.count, workload.window_s, *retry)
             t0 = t0.replace(second=0, microsecond=0) + timedelta(minutes=1)
             t_end = t0 + timedelta(seconds=workload.duration_s)
             expected = workload.count * round(workload.duration_s / 60)
         elif workload.scenario == "steady":
             # Written as a live system writes them: each second's executions `lead` seconds
             # before they fall due, queued at once as the API does within the dispatch horizon.
-            job_ids = [row["id"] for row in await db.fetch(INSERT_JOBS, t0, JOBS, *retry)]
-            feeder = asyncio.create_task(_feed(database_url, queue, t0, workload, job_ids, args.lead))
+            if client is not None:
+                feeder = asyncio.create_task(_feed_client(client, t0, workload, args.lead))
+            else:
+                job_ids = [row["id"] for row in await db.fetch(INSERT_JOBS, t0, JOBS, *retry)]
+                feeder = asyncio.create_task(_feed(database_url, queue, t0, workload, job_ids, args.lead))
             t_end, expected = t0 + timedelta(seconds=workload.duration_s + 1), workload.count
         else:
-            job_ids = [row["id"] for row in await db.fetch(INSERT_JOBS, t0, min(JOBS, workload.count), *retry)]
-            await db.execute(INSERT_EXECUTIONS, t0, workload.count, workload.spacing_us, job_ids)
+            if client is not None:
+                await _enqueue_all(client, [{"task": "noop", "tenant": "bench", "at": t0}] * workload.count)
+            else:
+                job_ids = [row["id"] for row in await db.fetch(INSERT_JOBS, t0, min(JOBS, workload.count), *retry)]
+                await db.execute(INSERT_EXECUTIONS, t0, workload.count, workload.spacing_us, job_ids)
             t_end, expected = t0 + timedelta(seconds=workload.duration_s + 1), workload.count
         if workload.scenario == "steady":
             await feeder  # re-raises a failed insert
@@ -366,6 +410,7 @@ async def run_bench(args: argparse.Namespace, workload: Workload) -> dict[str, A
             **({"jobs": args.jobs, "window_s": workload.window_s, "minutes": args.minutes, "expected": expected}
                if workload.scenario == "cron" else {}),
             "settings": dict(args.settings),
+            "feed": args.feed,
             **{k: (v if isinstance(v, int) or v is None else round(float(v), 1 if k.endswith("_ms") else 3))
                for k, v in row.items()},
             "extra_attempts": int(extra_attempts),
@@ -386,6 +431,8 @@ async def run_bench(args: argparse.Namespace, workload: Workload) -> dict[str, A
         }  # fmt: skip
         return result
     finally:
+        if client is not None:
+            await client.close()
         stop_replicas(replicas)
         if db is not None:
             await db.close()
@@ -421,6 +468,9 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--drain-timeout", type=float, default=d(120.0),
                        help="seconds after the last due time to wait for every execution to finish")  # fmt: skip
         p.add_argument("--keep-db", action="store_true", default=d(False), help="keep the database for inspection")
+        p.add_argument("--feed", choices=["client", "sql"], default=d("client"),
+                       help="write the workload through the Python client, as users do (default), or straight "
+                            "into Postgres with SQL, for comparison with the engine alone")  # fmt: skip
 
     parser = argparse.ArgumentParser(
         prog="scripts/bench", description="Benchmark schedulerd: K replicas, a bulk-inserted noop workload, metrics from Postgres."
@@ -429,7 +479,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--quick", action="store_true", help="CI smoke test: steady 500/s for 5 s; fails on lost or duplicates"
     )
-    scenarios = parser.add_subparsers(dest="scenario", metavar="{steady,spike,cron,gate}")
+    scenarios = parser.add_subparsers(dest="scenario", metavar="{steady,spike,cron,gate,ingest}")
     steady = scenarios.add_parser("steady", help="R*S one-off executions due uniformly at R per second")
     steady.add_argument("--rate", type=float, required=True, help="executions due per second")
     steady.add_argument("--duration", type=float, required=True, help="seconds over which they fall due")
@@ -445,6 +495,7 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     for p in (steady, spike, cron, gate):
         common(p, suppress=True)
+    bench_ingest.add_parser(scenarios, common)
     return parser
 
 
@@ -467,8 +518,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick and args.scenario is None:
         args.scenario, args.rate, args.duration = "steady", 500.0, 5.0
     if args.scenario is None:
-        print("bench: give a scenario (steady, spike) or --quick", file=sys.stderr)
+        print("bench: give a scenario (steady, spike, cron, ingest) or --quick", file=sys.stderr)
         return 2
+    if args.scenario == "ingest":
+        return _main_ingest(args)
     if args.scenario == "steady":
         count = round(args.rate * args.duration)
         workload = Workload("steady", count, 1e6 / args.rate, (count - 1) / args.rate)
@@ -532,6 +585,29 @@ def _report(r: dict[str, Any]) -> None:
     print(f"extra attempts {r['extra_attempts']}, lease reclaims {r['lease_reclaims']}, "
           f"alarming log lines {r['alarming_log_lines']}")  # fmt: skip
     print(json.dumps(r), flush=True)
+
+
+def _main_ingest(args: argparse.Namespace) -> int:
+    if args.count < 1 or args.repeat < 1 or args.batch_size < 1 or (args.concurrency is not None and args.concurrency < 1):
+        print("bench: --count, --repeat, --batch-size and --concurrency must be at least 1", file=sys.stderr)
+        return 2
+    admin_url = os.environ.get("SCHEDULERD_TEST_DATABASE_URL", ADMIN_URL)
+    redis_url = os.environ.get("SCHEDULERD_TEST_REDIS_URL", REDIS_URL)
+    try:
+        result = asyncio.run(bench_ingest.run_ingest(args, admin_url, redis_url, REPO_ROOT))
+    except KeyboardInterrupt:
+        print("bench: interrupted; the database was dropped", file=sys.stderr)
+        return 130
+    except RuntimeError as exc:
+        print(f"bench: error: {exc}", file=sys.stderr)
+        return 1
+    runs = ", ".join(f"{r['jobs_per_s']:,.0f}" for r in result["runs"])
+    latency = result["runs"][-1]
+    print(f"ingest via {result['via']}: {result['count']} jobs per run, median {result['jobs_per_s_median']:,.0f} jobs/s "
+          f"accepted (committed and in Redis); runs: {runs} jobs/s"
+          + (f"; last run's latency p50 {latency['p50_ms']} ms, p99 {latency['p99_ms']} ms" if latency["p50_ms"] else ""))
+    print(json.dumps(result), flush=True)
+    return 0
 
 
 if __name__ == "__main__":

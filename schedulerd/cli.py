@@ -42,8 +42,12 @@ def _parser() -> argparse.ArgumentParser:
     breakers.add_argument("--reset", metavar="KEY", help="close this breaker by hand (e.g. http:api.example.com)")
 
     job = commands.add_parser("job", help="create and inspect jobs").add_subparsers(dest="job_command", required=True)
-    create = job.add_parser("create", help="create a job: now, --at/--in a time, or on a --cron schedule")
-    create.add_argument("--task", required=True, help="registered task type")
+    create = job.add_parser("create", help="create a job: now, --at/--in a time, or on a --cron schedule; or many "
+                            "with --from-file")
+    create.add_argument("--task", help="registered task type (required unless --from-file)")
+    create.add_argument("--from-file", metavar="FILE", help="create many: NDJSON, one job per line with the API's fields "
+                        "(task, params, run_at, cron, timezone, retry, ..., idempotency_key, tenant); - reads standard "
+                        "input. Refused lines are reported by number and write nothing; the others are created")
     create.add_argument("--params", default="{}", help="JSON object passed to the handler")
     when = create.add_mutually_exclusive_group()
     when.add_argument("--at", help="ISO 8601 instant with offset, e.g. 2026-12-01T09:00:00Z")
@@ -234,7 +238,7 @@ def _job_spec(args: argparse.Namespace) -> Any:
     # --in counts from Postgres's now (Jobs.create), not this host's: a skewed clock cannot move it.
     run_in_s = _parse("--in", parse_duration_s, args.in_) if args.in_ else None
     return JobSpec(
-        task=args.task, tenant=args.tenant, params=params, run_at=run_at, run_in_s=run_in_s, cron=args.cron, timezone=args.tz,
+        task=args.task, tenant=args.tenant, params=params, run_at=run_at, delay_s=run_in_s, cron=args.cron, timezone=args.tz,
         misfire_policy=args.misfire, catch_up_limit=args.catch_up_limit,
         window_s=_parse("--window", parse_duration_s, args.window) if args.window else 0.0,
         name=args.name, max_attempts=args.max_attempts, overlap=args.overlap,
@@ -278,20 +282,63 @@ class _Session:
         await self.store.close()
 
 
+async def _job_create_from_file(args: argparse.Namespace, config: Config) -> None:
+    """--from-file: the per-job flags do not apply (each line says what it wants), --tenant is
+    the default tenant of lines that name none."""
+    from schedulerd import bulk_create, registry
+    from schedulerd.client import Client
+
+    given = [flag for flag, value in (("--task", args.task), ("--at", args.at), ("--in", args.in_), ("--cron", args.cron),
+                                      ("--name", args.name), ("--max-attempts", args.max_attempts),
+                                      ("--timeout", args.timeout), ("--window", args.window)) if value is not None]
+    if given or args.params != "{}":
+        raise ValidationError(given[0] if given else "--params", "does not apply with --from-file (each line gives its own)")
+    registry.load_modules(config.daemon.task_modules)
+    try:
+        stream = sys.stdin if args.from_file == "-" else open(args.from_file, encoding="utf-8")  # noqa: SIM115
+    except OSError as exc:
+        raise ValidationError("--from-file", f"cannot read {args.from_file}: {exc.strerror}") from None
+    try:
+        async with await Client.connect(config) as client:
+            report = await bulk_create.create_from_lines(client, bulk_create.numbered_lines(stream), args.tenant)
+    except UnicodeDecodeError as exc:
+        raise ValidationError("--from-file", f"is not UTF-8 text ({exc.reason}); lines before it were created") from None
+    finally:
+        if stream is not sys.stdin:
+            stream.close()
+    if args.json:
+        print(json.dumps(bulk_create.summary(report)))
+    else:
+        print(f"{report.created} jobs created, {report.replayed} replayed (idempotency key seen before), "
+              f"{len(report.errors)} lines refused, of {report.lines} lines")  # fmt: skip
+    if report.errors:
+        raise ValidationError("--from-file", f"{len(report.errors)} of {report.lines} lines refused (listed above, "
+                              "each by line number); nothing of them was written, the other lines were")  # fmt: skip
+
+
 async def _job_create(args: argparse.Namespace, config: Config) -> None:
     from schedulerd import registry
     from schedulerd.core.schedule import Run
     from schedulerd.jobs import labelled_next_runs, validate
 
+    if args.from_file is not None:
+        return await _job_create_from_file(args, config)
+    if args.task is None:
+        raise ValidationError("--task", "is required (or --from-file to create many)")
+    from schedulerd.task_types import TaskTypes
+
     registry.load_modules(config.daemon.task_modules)
     spec = _job_spec(args)
+    # Refuse bad input before connecting anywhere; the task name may also be one that only the
+    # workers know (they record their types in Postgres), so that one is checked once connected.
     try:
-        validate(spec, config, datetime.now(UTC))  # refuse bad input before connecting anywhere
+        validate(spec, config, datetime.now(UTC), {spec.task})
     except ValidationError as exc:
         raise _create_flag_error(exc) from None
     async with _Session(config) as jobs:
+        known = await TaskTypes(jobs.store, config.jobs.task_types_seen_within_s).known([spec.task])
         try:
-            job, executions = await jobs.create(spec)
+            job, executions = await jobs.create(spec, known_tasks=known)
         except ValidationError as exc:
             raise _create_flag_error(exc) from None
     runs = labelled_next_runs(job, datetime.now(UTC), 5) if job.cron else [Run(e.due_at, (), None) for e in executions]

@@ -69,3 +69,26 @@ async def report_skew(store: object, clock: Clock | None = None) -> float | None
     skew_s = ((before + (after - before) / 2) - server).total_seconds()
     (log.warning if abs(skew_s) > SKEW_WARN_S else log.debug)("clock.skew", skew_s=round(skew_s, 3))
     return skew_s
+
+
+class ServerClock:
+    """Postgres's clock, read through this host's: the offset between the two is measured at
+    first use and again every `refresh_s`, so producers date "now" and "in 30 s" by the clock
+    that judges due times without a round trip per job. Error: half a round trip plus drift."""
+
+    def __init__(self, store: object, refresh_s: float = 30.0, host: Clock | None = None) -> None:
+        self.store = store
+        self.refresh_s = refresh_s
+        self.host = host or SystemClock(0.0)
+        self._offset = timedelta(0)
+        self._measured_at: datetime | None = None  # host time of the last measurement
+
+    async def now(self) -> datetime:
+        host_now = self.host.now()
+        if self._measured_at is None or (host_now - self._measured_at).total_seconds() > self.refresh_s:
+            before = self.host.now()
+            server = await self.store.clock_now()  # type: ignore[attr-defined]
+            after = self.host.now()
+            self._offset = server - (before + (after - before) / 2)
+            self._measured_at = host_now = after
+        return host_now + self._offset

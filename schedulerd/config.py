@@ -118,6 +118,7 @@ class JobsConfig:
     backfill_per_s: float = 10.0  # backfilled runs fall due this many per second (spread from now, not all at once)
     redrive_max: int = 1000  # most failed executions one redrive request takes (a bulk redrive takes the newest)
     redrive_per_s: float = 50.0  # redriven executions fall due this many per second
+    task_types_seen_within_s: float = 86400.0  # producers accept a task type a worker replica reported this recently (seconds)
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,9 @@ class ApiConfig:
     auth_failure_limit: int = 30  # requests with a missing or invalid token per client address per rate_window_s; then 429
     idempotency_ttl_s: float = 86400.0  # how long an Idempotency-Key replays its first result (seconds)
     overview_window_s: float = 900.0  # operator view: start lags and runs per status of this many seconds
+    batch_max: int = 1000  # most items one POST /v1/jobs/batch may carry (each counts against rate_limit)
+    max_batch_body_bytes: int = 4194304  # largest POST /v1/jobs/batch body (bytes)
+    token_cache_s: float = 10.0  # a token checked this recently is not looked up again (a revoked one works this long; seconds)
 
 
 @dataclass(frozen=True)
@@ -233,7 +237,7 @@ class Config:
         for key in ("backfill_max_occurrences", "redrive_max"):
             if getattr(self.jobs, key) < 1:
                 raise ConfigError(f"jobs.{key} must be at least 1, got {getattr(self.jobs, key)}")
-        for key in ("backfill_per_s", "redrive_per_s"):
+        for key in ("backfill_per_s", "redrive_per_s", "task_types_seen_within_s"):
             if not getattr(self.jobs, key) > 0:
                 raise ConfigError(f"jobs.{key} must be above 0, got {getattr(self.jobs, key)}")
         unknown = set(self.daemon.roles) - {"materialiser", "dispatcher", "worker", "sweeper", "retention"}
@@ -252,7 +256,7 @@ class Config:
                 and self.api.port != 0:
             raise ConfigError(f"ops.port and api.port are both {self.api.port} on {self.api.host}: operator endpoints "
                               "need a listener of their own")
-        for key in ("max_body_bytes", "page_size_max", "rate_limit", "auth_failure_limit"):
+        for key in ("max_body_bytes", "page_size_max", "rate_limit", "auth_failure_limit", "batch_max", "max_batch_body_bytes"):
             if getattr(self.api, key) < 1:
                 raise ConfigError(f"api.{key} must be at least 1, got {getattr(self.api, key)}")
         if not self.http.timeout_s > 0 or self.http.excerpt_bytes < 0:
@@ -265,6 +269,8 @@ class Config:
             # Replicas report every observe_interval_s: a shorter silence is not a sign of death.
             raise ConfigError(f"late.down_after_s ({self.late.down_after_s}) must exceed daemon.observe_interval_s "
                               f"({self.daemon.observe_interval_s})")
+        if not self.api.token_cache_s >= 0:
+            raise ConfigError(f"api.token_cache_s must be at least 0, got {self.api.token_cache_s}")
         if not self.api.rate_window_s > 0:
             raise ConfigError(f"api.rate_window_s must be above 0, got {self.api.rate_window_s}")
 

@@ -8,6 +8,7 @@ restarts it (fail fast).
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from schedulerd import clock, health, http_task, registry, systemd, tzchange, tzdb
+from schedulerd import clock, health, http_task, registry, systemd, task_types, tzchange, tzdb
 from schedulerd.config import Config
 from schedulerd.dispatcher import Dispatcher
 from schedulerd.loops import TRANSIENT_ERRORS
@@ -70,6 +71,8 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
     await clock.report_skew(store)  # a host clock far from Postgres's is worth a warning (nothing depends on it)
     queue = DelayQueue.connect(servers.redis_url, config.redis.prefix, config.redis.timeout_s)
     worker_id = config.daemon.resolved_worker_id()
+    if "worker" in config.daemon.roles:  # before anything runs: producers check task names against these
+        await task_types.report(store, worker_id)
     services: dict[str, Any] = {}
     if "materialiser" in config.daemon.roles:
         materialiser = Materialiser(
@@ -116,6 +119,9 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
         log.info("ops.listening", url=f"http://{config.ops.host}:{config.ops.port}/metrics")
     services["observer"] = Observer(store, queue, config, worker_id)
     loop_health = health.expect(loop_budgets(config, services))
+    # Everything made while starting (modules, the app, pools) lives as long as the process:
+    # moved out of the collector's reach, a full collection walks only what the loops make.
+    gc.freeze()
     tasks = [asyncio.create_task(service.run(stop), name=role) for role, service in services.items()]
     if systemd.watchdog_interval_s() is not None:
         tasks.append(asyncio.create_task(systemd.watchdog(lambda: not loop_health.stale(), stop), name="watchdog"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -45,9 +45,11 @@ MAX_WINDOW_S = 86400.0
 MAX_PARAMS_DEPTH = 32  # nesting levels of a params document
 MAX_PAUSE_NOTE = 500  # characters of a pause note
 MAX_ACTOR = 100  # characters of a "paused by" / "redriven by" name
+MISFIRE_POLICIES = frozenset(MisfirePolicy)  # built once: iterating an enum per job showed in the intake's profile
+OVERLAP_POLICIES = frozenset(OverlapPolicy)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JobSpec:
     """A job as a user asks for it; None fields take the [jobs] defaults.
 
@@ -57,7 +59,6 @@ class JobSpec:
     tenant: str = "default"
     params: dict[str, Any] = field(default_factory=dict)
     run_at: datetime | None = None
-    run_in_s: float | None = None  # one-off: due this long after the database's now (CLI --in)
     cron: str | None = None
     timezone: str = "UTC"
     misfire_policy: str = "run_once"
@@ -72,6 +73,7 @@ class JobSpec:
     dst_repeated: str | None = None  # cron jobs: first | both; None = the DST rule (README)
     dst_missing: str | None = None  # cron jobs: shift | skip; None = the DST rule
     overlap: str = "allow"  # an occurrence due while the previous one runs: allow | skip | buffer_one | cancel_other
+    delay_s: float | None = None  # one-off: run this long after `now` (Postgres's clock), instead of run_at
 
 
 def _check_text(text: str, field: str) -> None:
@@ -101,10 +103,23 @@ def _check_json_text(value: Any, path: str) -> None:
             todo.extend((child, f"{where}[{index}]", depth + 1) for index, child in enumerate(item))
 
 
-def validate(spec: JobSpec, config: Config, now: datetime) -> dict[str, Any]:
-    """Return the job row's values, or raise ValidationError naming the field."""
+def check_task(task: str, known_tasks: Collection[str] | None) -> None:
+    """A task type this process registered, or (known_tasks given) one of those: the types live
+    worker replicas reported (schedulerd/task_types.py), so producers need no handler modules."""
+    if known_tasks is None:
+        registry.get(task)  # raises "task: unknown task type ..."
+    elif task not in known_tasks:
+        known = ", ".join(sorted(known_tasks)) or "none: is a worker replica running?"
+        raise ValidationError("task", f"unknown task type {task!r} (registered by live workers: {known})")
+
+
+def validate(spec: JobSpec, config: Config, now: datetime, known_tasks: Collection[str] | None = None) -> dict[str, Any]:
+    """Return the job row's values (plus "params_json", the params as JSON text), or raise
+    ValidationError naming the field. `now` is the instant "now" and `delay_s` count from."""
     defaults = config.jobs
-    registry.get(spec.task)  # raises "task: unknown task type ..."
+    if not isinstance(spec.task, str):
+        raise ValidationError("task", f"must be a string, got {type(spec.task).__name__}")
+    check_task(spec.task, known_tasks)
     if not TENANT_PATTERN.match(spec.tenant):
         raise ValidationError("tenant", "must be 1-64 characters of letters, digits, '_', '.', '-'")
     if not isinstance(spec.params, dict):
@@ -123,18 +138,21 @@ def validate(spec: JobSpec, config: Config, now: datetime) -> dict[str, Any]:
             raise ValidationError(name, f"must be one of {', '.join(choices)}, got {value!r}")
         if value is not None and spec.cron is None:
             raise ValidationError(name, "applies to cron jobs only (a one-off job runs at one instant)")
-    if spec.run_at is not None and spec.run_in_s is not None:
-        raise ValidationError("run_at", "give a run_at or a delay from now, not both")
-    if spec.run_in_s is not None and not 0 <= spec.run_in_s <= MAX_DURATION_S:  # also refuses NaN
-        raise ValidationError("in", f"must be between 0 and 100 years, got {spec.run_in_s} s")
+    if spec.delay_s is not None:
+        if spec.run_at is not None:
+            raise ValidationError("in", "give a run_at or a delay (in), not both")
+        if spec.cron is not None:
+            raise ValidationError("in", "a job has either a cron schedule or a delay (in), not both")
+        if not 0 <= spec.delay_s <= LATEST_RUN_AT.total_seconds():  # also refuses NaN
+            raise ValidationError("in", f"must be between 0 s and 10 years, got {spec.delay_s}")
     if spec.cron is not None:
-        if spec.run_at is not None or spec.run_in_s is not None:
+        if spec.run_at is not None:
             raise ValidationError("run_at", "a job has either a cron schedule or a run_at, not both")
         try:
             schedule = CronSchedule.parse(spec.cron, spec.timezone, spec.dst_repeated, spec.dst_missing)
         except ScheduleError as exc:
             raise ValidationError("timezone" if "time zone" in str(exc) else "cron", str(exc)) from None
-        if spec.misfire_policy not in set(MisfirePolicy):
+        if spec.misfire_policy not in MISFIRE_POLICIES:
             raise ValidationError("misfire_policy", f"must be one of skip, run_once, catch_up, got {spec.misfire_policy!r}")
         if not 0 <= spec.catch_up_limit <= 1000:
             raise ValidationError("catch_up_limit", f"must be between 0 and 1000, got {spec.catch_up_limit}")
@@ -149,16 +167,17 @@ def validate(spec: JobSpec, config: Config, now: datetime) -> dict[str, Any]:
                 CronSchedule.parse("* * * * *", spec.timezone)
             except ScheduleError as exc:
                 raise ValidationError("timezone", str(exc)) from None
-        if spec.run_in_s is not None:
-            run_at = now + timedelta(seconds=spec.run_in_s)
+        if spec.delay_s is not None:
+            run_at, kind = now + timedelta(seconds=spec.delay_s), "at"
         else:
-            run_at = spec.run_at or now
+            run_at, kind = spec.run_at or now, "now" if spec.run_at is None else "at"
+        if not isinstance(run_at, datetime):
+            raise ValidationError("run_at", f"must be a datetime, got {type(run_at).__name__}")
         if run_at.tzinfo is None or run_at.utcoffset() is None:
             raise ValidationError("run_at", "must carry a UTC offset")
         if not EARLIEST_RUN_AT <= run_at <= now + LATEST_RUN_AT:
-            raise ValidationError("in" if spec.run_in_s is not None else "run_at",
+            raise ValidationError("in" if spec.delay_s is not None else "run_at",
                                   f"{run_at.isoformat()} is out of range (2000-01-01 to 10 years from now)")  # fmt: skip
-        kind = "at" if spec.run_at is not None or spec.run_in_s is not None else "now"
         run_at, cron = run_at.astimezone(UTC), None
     max_attempts = defaults.max_attempts if spec.max_attempts is None else spec.max_attempts
     if not 1 <= max_attempts <= 100:
@@ -166,7 +185,7 @@ def validate(spec: JobSpec, config: Config, now: datetime) -> dict[str, Any]:
     timeout_s = defaults.timeout_s if spec.timeout_s is None else spec.timeout_s
     if not 0 < timeout_s <= 7 * 86400:
         raise ValidationError("timeout_s", f"must be above 0 and at most 7 days, got {timeout_s}")
-    if spec.overlap not in set(OverlapPolicy):
+    if spec.overlap not in OVERLAP_POLICIES:
         raise ValidationError("overlap", f"must be one of allow, skip, buffer_one, cancel_other, got {spec.overlap!r}")
     if spec.name is not None and len(spec.name) > 200:
         raise ValidationError("name", "is longer than 200 characters")
@@ -189,7 +208,7 @@ def validate(spec: JobSpec, config: Config, now: datetime) -> dict[str, Any]:
         "backoff_factor": backoff["backoff_factor"][0], "backoff_max_s": backoff["backoff_max_s"][0], "timeout_s": timeout_s,
         "dst_repeated": spec.dst_repeated, "dst_missing": spec.dst_missing,
         "tzdata_version": tzdb.installed_version() if cron else None,
-        "overlap": spec.overlap,
+        "overlap": spec.overlap, "params_json": encoded,
     }  # fmt: skip
 
 
@@ -239,6 +258,17 @@ def queued(executions: list[Execution]) -> list[Enqueue]:
     return [Enqueue(e.id, e.due_at, e.tenant) for e in executions if e.status == ExecutionStatus.QUEUED]
 
 
+async def enqueue_committed(queue: DelayQueue, entries: list[Enqueue]) -> None:
+    """ZADD executions whose rows have committed, best effort: if Redis refuses, they are
+    accepted all the same and the sweeper (or the dispatcher, for pending ones) enqueues them."""
+    if not entries:
+        return
+    try:
+        await queue.add_shared(entries)
+    except Exception as exc:
+        log.warning("jobs.enqueue_failed", count=len(entries), error=str(exc))
+
+
 class Jobs:
     def __init__(self, store: Store, queue: DelayQueue, config: Config, clock: Clock | None = None) -> None:
         self.store = store
@@ -247,22 +277,26 @@ class Jobs:
         self.clock = clock or system()  # the host's: only stamps pause times; due times use Postgres's
 
     async def _enqueue(self, entries: list[Enqueue]) -> None:
-        if not entries:
-            return
-        try:
-            await self.queue.add(entries, only_new=True)
-        except Exception as exc:  # accepted all the same: the sweeper re-enqueues them
-            log.warning("jobs.enqueue_failed", count=len(entries), error=str(exc))
+        await enqueue_committed(self.queue, entries)
 
-    async def create(self, spec: JobSpec, also: AlsoInTransaction | None = None) -> tuple[Job, list[Execution]]:
+    async def create(
+        self, spec: JobSpec, also: AlsoInTransaction | None = None, known_tasks: Collection[str] | None = None
+    ) -> tuple[Job, list[Execution]]:
         """Validate, commit the job with its first executions (a cron job: its first horizon),
         then ZADD those due inside the dispatch horizon. `also` runs inside the same transaction
-        (the API records an idempotency key there); if it raises, nothing is written."""
+        (the API records an idempotency key there); if it raises, nothing is written.
+        known_tasks: the task types accepted (task_types.TaskTypes); None: this process's registry.
+        "Now" and delays are Postgres's (like the claim's), so a host whose clock is off dates
+        nothing wrong; a refusal raised inside the transaction rolls back an empty one."""
         horizon_s = self.config.dispatcher.horizon_s
+        if also is None and spec.cron is None:  # the common case: one statement, no transaction
+            values = validate(spec, self.config, await self.store.clock_now(), known_tasks)
+            job, execution = await self.store.job_create_one_off(values, execution_id(values["run_at"]), horizon_s)
+            await self._enqueue(queued([execution]))
+            log.info("jobs.created", job_id=str(job.id), tenant=job.tenant, task=job.task, executions=1)
+            return job, [execution]
         async with self.store.transaction() as tx:
-            # Postgres's now, like the claim's: a job made "now" (or --in 5m) by a host whose clock
-            # is off is due at the right instant. A refusal raised here rolls back an empty transaction.
-            values = validate(spec, self.config, await tx.clock_now())
+            values = validate(spec, self.config, await tx.clock_now(), known_tasks)
             job = await tx.job_insert(values)
             if job.schedule_kind == "cron":
                 done = await materialise_jobs(

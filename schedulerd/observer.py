@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 import structlog
 
-from schedulerd import metrics
+from schedulerd import metrics, task_types
 from schedulerd.config import Config
 from schedulerd.core import late
 from schedulerd.loops import every
@@ -48,6 +48,8 @@ class Observer:
         await self.store.replica_report(
             self.worker_id, socket.gethostname(), os.getpid(), self.config.daemon.roles, VERSION, self.started_at
         )
+        if "worker" in self.config.daemon.roles:  # the task types producers may enqueue stay known while it lives
+            await task_types.report(self.store, self.worker_id)
 
     async def _measure_postgres(self) -> None:
         sent = time.time()

@@ -7,6 +7,7 @@ a hash tag ({prefix}) so one deployment's keys live in one Redis Cluster slot.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -65,6 +66,8 @@ class DelayQueue:
         self.epoch_key = f"{{{prefix}}}:epoch:2"
         self.breakers_key = f"{{{prefix}}}:breakers"
         self._pop_due = client.register_script(load_script("pop_due"))
+        self._shared: list[tuple[list[Enqueue], asyncio.Future[None]]] = []  # add_shared calls of this loop turn
+        self._sending: set[asyncio.Task[None]] = set()
 
     @classmethod
     def connect(cls, redis_url: str, prefix: str, timeout_s: float = 1.0) -> DelayQueue:
@@ -94,6 +97,36 @@ class DelayQueue:
                     pipe.zadd(self.queue_key(tenant), dict(items[i : i + 5000]), nx=only_new)
                 pipe.zadd(self.tenants_key, {tenant: min(scores.values())}, lt=True)
             await pipe.execute()
+
+    async def add_shared(self, entries: list[Enqueue]) -> None:
+        """add(only_new=True), sharing one pipeline with the other add_shared calls made in the
+        same turn of the event loop (many single creates committing at once): one round trip
+        and one pipeline for all of them instead of one each. Raises what that pipeline raised."""
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        self._shared.append((entries, done))
+        if len(self._shared) == 1:
+            loop.call_soon(self._send_shared)
+        await done
+
+    def _send_shared(self) -> None:
+        waiting, self._shared = self._shared, []
+
+        async def send() -> None:
+            try:
+                await self.add([e for entries, _ in waiting for e in entries], only_new=True)
+            except Exception as exc:
+                for _, done in waiting:
+                    if not done.done():
+                        done.set_exception(exc)
+            else:
+                for _, done in waiting:
+                    if not done.done():
+                        done.set_result(None)
+
+        task = asyncio.ensure_future(send())
+        self._sending.add(task)  # a reference until it ends, or the loop may collect it mid-flight
+        task.add_done_callback(self._sending.discard)
 
     async def pop_due(self, limit: int) -> Pop:
         ids, next_due, now_ms, epoch, breakers, tenants = await self._pop_due(
@@ -221,6 +254,20 @@ class RequestCounter:
         except (redis.RedisError, OSError):
             return None
         return int(value) if value is not None else 0
+
+    async def count_items(self, token_id: str, window_s: float, items: int) -> tuple[int, float] | None:
+        """count_request for `items` more at once (a batch counts its items); the same counter
+        and window. One MULTI (INCRBY, PEXPIRE NX, PTTL): atomic like the script, no Lua needed."""
+        try:
+            async with self.client.pipeline(transaction=True) as pipe:
+                key = self.key_prefix + token_id
+                pipe.incrby(key, items)
+                pipe.pexpire(key, max(1, round(window_s * 1000)), nx=True)
+                pipe.pttl(key)
+                count, _, reset_ms = await pipe.execute()
+        except (redis.RedisError, OSError):
+            return None
+        return int(count), max(0, int(reset_ms)) / 1000
 
     async def delete_all(self) -> None:
         async for key in self.client.scan_iter(match=self.key_prefix + "*", count=1000):

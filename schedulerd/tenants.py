@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import time
 import uuid
 from dataclasses import dataclass
 from uuid import UUID
@@ -45,9 +46,16 @@ def token_hash(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
 
 
+TOKEN_CACHE_MAX = 10_000  # tokens remembered per process; past it the cache starts afresh
+
+
 class Tenants:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, cache_s: float = 0.0) -> None:
         self.store = store
+        # token hash -> (principal, monotonic expiry): a keep-alive client's requests skip the
+        # lookup, a round trip each. A revoked token still works for up to cache_s seconds.
+        self.cache_s = cache_s
+        self._cache: dict[bytes, tuple[Principal, float]] = {}
 
     async def create(self, name: str) -> IssuedToken:
         """Register a tenant and issue its first token, in one transaction."""
@@ -81,5 +89,17 @@ class Tenants:
         """The tenant of a live token, or None for anything else."""
         if not token.startswith(TOKEN_PREFIX) or len(token) > MAX_TOKEN_LENGTH or not token.isascii():
             return None
-        found = await self.store.token_authenticate(token_hash(token))
-        return Principal(tenant=found[1], token_id=found[0]) if found else None
+        digest = token_hash(token)
+        cached = self._cache.get(digest)
+        if cached is not None and cached[1] > time.monotonic():
+            return cached[0]
+        found = await self.store.token_authenticate(digest)
+        if found is None:
+            self._cache.pop(digest, None)
+            return None
+        principal = Principal(tenant=found[1], token_id=found[0])
+        if self.cache_s > 0:
+            if len(self._cache) >= TOKEN_CACHE_MAX:
+                self._cache.clear()
+            self._cache[digest] = (principal, time.monotonic() + self.cache_s)
+        return principal

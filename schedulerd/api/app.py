@@ -5,7 +5,7 @@ field, limit}}. The tenant always comes from the bearer token, never from the re
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,22 +20,19 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from schedulerd import registry
-from schedulerd.api.schemas import ErrorBody
+from schedulerd.api.schemas import BODY_FIELDS, ErrorBody
 from schedulerd.config import Config
 from schedulerd.errors import NotFoundError, ValidationError
+from schedulerd.intake import Intake, SharedBatches
 from schedulerd.jobs import Jobs
 from schedulerd.queue import DelayQueue, RequestCounter
 from schedulerd.store import Store
+from schedulerd.task_types import TaskTypes
 from schedulerd.tenants import Principal, Tenants
 
 log = structlog.get_logger("schedulerd.api")
+BATCH_PATH = "/v1/jobs/batch"  # its body may be up to api.max_batch_body_bytes
 DASHBOARD_DIR = Path(__file__).with_name("dashboard")
-# schedulerd's own field names -> the request body's (JobSpec is flat; the body nests some).
-BODY_FIELDS = {
-    "window": "window_s", "max_attempts": "retry.max_attempts", "backoff_base_s": "retry.backoff_base_s",
-    "backoff_factor": "retry.backoff_factor", "backoff_max_s": "retry.backoff_max_s",
-    "misfire_policy": "misfire.policy", "catch_up_limit": "misfire.catch_up_limit", "id": "job_id",
-}  # fmt: skip
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": text}
     for status, text in [(400, "more than one Authorization header"), (401, "no valid bearer token"), (404, "no such object for this tenant"),
@@ -68,27 +65,32 @@ class Services:
     config: Config
     tenants: Tenants
     counter: RequestCounter
+    intake: Intake  # batched creates
+    shared: SharedBatches  # single creates, written together with concurrent ones
 
 
 class BodyLimit:
-    """ASGI middleware: read the body up to api.max_body_bytes (+1) before the app sees it, so an
-    oversized request gets a 413 naming the limit whatever its Content-Length claims. A query
-    parameter with a NUL is refused here too (422 naming it), before any handler sees it."""
+    """ASGI middleware: read the body up to api.max_body_bytes (+1; api.max_batch_body_bytes for
+    POST /v1/jobs/batch) before the app sees it, so an oversized request gets a 413 naming the
+    limit whatever its Content-Length claims. A query parameter with a NUL is refused here too
+    (422 naming it), before any handler sees it."""
 
-    def __init__(self, app: Any, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
+    def __init__(self, app: Any, max_bytes: int, batch_max_bytes: int | None = None) -> None:
+        self.app, self.max_bytes, self.batch_max_bytes = app, max_bytes, batch_max_bytes or max_bytes
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Callable[[], Awaitable[Any]], send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        refused = ApiError(413, "limit_exceeded", f"request body is larger than {self.max_bytes} bytes",
-                           field="body", limit="api.max_body_bytes")  # fmt: skip
         bad_query = _unstorable_query_parameter(scope.get("query_string", b""))
         if bad_query is not None:
             return await error_response(ApiError(422, "validation", "contains a NUL character, which cannot be stored",
                                                  field=bad_query))(scope, receive, send)  # fmt: skip
+        batch = scope["path"] == BATCH_PATH
+        max_bytes, setting = (self.batch_max_bytes, "api.max_batch_body_bytes") if batch else (self.max_bytes, "api.max_body_bytes")
+        refused = ApiError(413, "limit_exceeded", f"request body is larger than {max_bytes} bytes",
+                           field="body", limit=setting)  # fmt: skip
         declared = dict(scope["headers"]).get(b"content-length", b"")
-        if declared.isdigit() and int(declared) > self.max_bytes:
+        if declared.isdigit() and int(declared) > max_bytes:
             return await error_response(refused)(scope, receive, send)
         chunks, size, more = [], 0, True
         while more:
@@ -98,7 +100,7 @@ class BodyLimit:
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
             more = message.get("more_body", False)
-            if size > self.max_bytes:
+            if size > max_bytes:
                 return await error_response(refused)(scope, receive, send)
         body, replayed = b"".join(chunks), False
 
@@ -152,8 +154,13 @@ def _unstorable_query_parameter(query_string: bytes) -> str | None:
 
 
 def _pydantic_error(exc: RequestValidationError) -> ApiError:
-    """The first error, with its location turned into the field a user wrote."""
-    first = exc.errors()[0]
+    return pydantic_error(exc.errors())
+
+
+def pydantic_error(errors: Sequence[Any]) -> ApiError:
+    """The first error, with its location ("body", "query", "header", then the path) turned
+    into the field a user wrote."""
+    first = errors[0]
     loc = [str(part) for part in first.get("loc", ())]
     where, path = (loc[0], loc[1:]) if loc else ("body", [])
     if first.get("type") == "json_invalid":
@@ -210,7 +217,10 @@ def create_app(jobs: Jobs, store: Store, queue: DelayQueue, config: Config) -> F
     from schedulerd.api import late_routes, routes
 
     registry.load_modules(config.daemon.task_modules)
-    services = Services(jobs, store, queue, config, Tenants(store), RequestCounter(queue.client, config.redis.prefix))
+    intake = Intake(store, queue, config, TaskTypes(store, config.jobs.task_types_seen_within_s))
+    services = Services(jobs, store, queue, config, Tenants(store, config.api.token_cache_s),
+                        RequestCounter(queue.client, config.redis.prefix),
+                        intake, SharedBatches(intake))  # fmt: skip
     bearer = HTTPBearer(auto_error=False, description="a tenant's API token: `schedulerd token create TENANT`")
 
     async def caller(request: Request, credentials: HTTPAuthorizationCredentials | None = Security(bearer)) -> Principal:
@@ -256,7 +266,7 @@ def create_app(jobs: Jobs, store: Store, queue: DelayQueue, config: Config) -> F
     async def docs() -> FileResponse:
         return FileResponse(DASHBOARD_DIR / "docs.html")
 
-    app.add_middleware(BodyLimit, max_bytes=config.api.max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=config.api.max_body_bytes, batch_max_bytes=config.api.max_batch_body_bytes)
     app.add_middleware(SecurityHeaders)
     return app
 

@@ -5,30 +5,35 @@ caller's tenant. Another tenant's job or execution is "not found", exactly like 
 import base64
 import hashlib
 import json
-from collections.abc import Awaitable, Callable
+import math
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any
 from uuid import UUID
 from zoneinfo import ZoneInfo
 
+import structlog
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError as PydanticValidationError
 
 from schedulerd import registry
 from schedulerd.api import schemas
-from schedulerd.api.app import ERRORS, ApiError, Services
+from schedulerd.api.app import ERRORS, ApiError, Services, pydantic_error
 from schedulerd.core.durations import parse_instant
 from schedulerd.core.overrun import Overrun
 from schedulerd.core.targets import redact
 from schedulerd.core.tenant_view import tenant_error
 from schedulerd.dead_letters import DeadLetters, FailedFilter
 from schedulerd.errors import ValidationError
+from schedulerd.intake import Enqueued, EnqueuedExecution, Item, Refused
 from schedulerd.jobs import JobSpec, labelled_next_runs, next_runs, schedule_of, validate
 from schedulerd.models import ApiToken, Attempt, Execution, Job, LastExecution, Redrive
 from schedulerd.overrun import overruns
 from schedulerd.store import Store
 from schedulerd.tenants import Principal
 
+log = structlog.get_logger("schedulerd.api")
 NEXT_RUNS = 5
 FAILED_FILTERS = {"job", "task", "error", "since", "until", "limit", "cursor"}  # GET /v1/executions/failed
 IDEMPOTENCY_KEY = Header(None, alias="Idempotency-Key", min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$",
@@ -109,6 +114,11 @@ def decode_cursor(cursor: str | None) -> tuple[datetime, UUID] | None:
         raise ApiError(422, "validation", "is not a cursor this API returned", field="cursor") from None
 
 
+def _refused_view(index: int, code: str, field: str | None, message: str, limit: str | None) -> dict[str, Any]:
+    return {"index": index, "result": "refused", "job_id": None, "executions": [],
+            "error": {"code": code, "message": message, "field": field, "limit": limit}}  # fmt: skip
+
+
 def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> APIRouter:
     api = APIRouter(prefix="/v1", responses=ERRORS)
     jobs, store, config = services.jobs, services.store, services.config
@@ -126,25 +136,24 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
     @api.post("/jobs", status_code=201, response_model=schemas.JobCreated, tags=["jobs"], summary="create a job",
               responses={409: {"model": schemas.ErrorBody, "description": "Idempotency-Key reused with another body"}})
     async def create_job(body: schemas.JobCreate, who: Caller, idempotency_key: str | None = IDEMPOTENCY_KEY) -> Any:
-        spec = JobSpec(
-            task=body.task, tenant=who.tenant, params=body.params, run_at=body.run_at, cron=body.cron,
-            timezone=body.timezone, misfire_policy=body.misfire.policy, catch_up_limit=body.misfire.catch_up_limit,
-            window_s=body.window_s, name=body.name, max_attempts=body.retry.max_attempts, timeout_s=body.timeout_s,
-            backoff_base_s=body.retry.backoff_base_s, backoff_factor=body.retry.backoff_factor,
-            backoff_max_s=body.retry.backoff_max_s, dst_repeated=body.dst_repeated, dst_missing=body.dst_missing,
-            overlap=body.overlap,
-        )  # fmt: skip
+        spec = body.spec(who.tenant)
 
-        def created(job: Job, executions: list[Execution]) -> dict[str, Any]:
+        def created(job: Job, executions: Sequence[Execution | EnqueuedExecution]) -> dict[str, Any]:
             view = job_view(job, datetime.now(UTC))
             runs = view.next_runs if job.cron else [e.due_at for e in executions]  # "now": the instant it was queued for
             return schemas.JobCreated(job=view, next_runs=runs).model_dump(mode="json")
 
+        # Sent as built: FastAPI would validate and serialise the response model a second time.
         if idempotency_key is None:
-            return created(*await jobs.create(spec))
+            # Shares a transaction with the creates of concurrent requests (intake.SharedBatches).
+            result = await services.shared.create(Item(spec))
+            if isinstance(result, Refused):
+                raise ValidationError(result.field, result.message, result.limit)
+            assert result.job is not None
+            return JSONResponse(created(result.job, result.executions), status_code=201)
         # Validate before hashing: the hash serialises the body, which must not be the first
         # thing to meet lone surrogates or deep nesting (a 500 instead of a 422 naming the field).
-        validate(spec, config, datetime.now(UTC))
+        validate(spec, config, datetime.now(UTC), {spec.task})
         request_hash = hashlib.sha256(body.model_dump_json().encode()).digest()
         ttl_s = config.api.idempotency_ttl_s
 
@@ -172,11 +181,65 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
             return first
         try:
             await jobs.create(spec, also=remember)
-            return recorded[-1]
+            return JSONResponse(recorded[-1], status_code=201)
         except Taken:
             if (first := await replay()) is not None:
                 return first
             raise ApiError(409, "conflict", "a request with this Idempotency-Key is in flight; retry", field="Idempotency-Key") from None
+
+    @api.post("/jobs/batch", response_model=schemas.JobBatchResult, tags=["jobs"],
+              summary="create up to api.batch_max jobs: each item is validated and answered on its own",
+              responses={413: {"model": schemas.ErrorBody, "description": "body over api.max_batch_body_bytes"}})  # fmt: skip
+    async def create_batch(body: schemas.JobBatch, who: Caller) -> Any:
+        items = body.items
+        if len(items) > config.api.batch_max:
+            raise ApiError(422, "limit_exceeded", f"a batch holds at most {config.api.batch_max} items, got {len(items)}",
+                           field="items", limit="api.batch_max")  # fmt: skip
+        await count_items(who, len(items) - 1)  # the request itself was counted by `caller`
+        results: list[dict[str, Any] | None] = [None] * len(items)
+        accepted: list[Item] = []
+        numbers: list[int] = []
+        for index, raw in enumerate(items):
+            try:
+                item = schemas.JobBatchItem.model_validate(raw)
+            except PydanticValidationError as exc:
+                refused = pydantic_error([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()])
+                results[index] = _refused_view(index, refused.code, refused.field, refused.message, refused.limit)
+                continue
+            # Hashed apart from POST /v1/jobs: a key is one create's, by one endpoint.
+            request_hash = hashlib.sha256(b"batch:" + item.model_dump_json(exclude={"idempotency_key"}).encode()).digest()
+            accepted.append(Item(item.spec(who.tenant), item.idempotency_key, request_hash))
+            numbers.append(index)
+        done, _ = await services.intake.create_many(accepted, numbers=numbers) if accepted else ([], [])
+        for result in done:
+            if isinstance(result, Enqueued):
+                results[result.index] = {
+                    "index": result.index, "result": "replayed" if result.replayed else "created", "job_id": str(result.job_id),
+                    "executions": [{"id": str(e.id), "due_at": e.due_at.isoformat(), "status": e.status} for e in result.executions],
+                    "error": None,
+                }  # fmt: skip
+            else:
+                field = schemas.BODY_FIELDS.get(result.field, result.field)
+                results[result.index] = _refused_view(result.index, result.code, field, result.message, result.limit)
+        counts = {"created": 0, "replayed": 0, "refused": 0}
+        for view in results:
+            counts[view["result"]] += 1  # type: ignore[index]
+        log.info("api.batch", tenant=who.tenant, **counts)
+        # Built by hand and sent as is: validating a thousand response models cost more than the inserts.
+        return JSONResponse({**counts, "items": results})
+
+    async def count_items(who: Principal, more: int) -> None:
+        """Count a batch's items against the token's rate limit (api.rate_limit counts jobs)."""
+        if more <= 0:
+            return
+        api_config = config.api
+        counted = await services.counter.count_items(str(who.token_id), api_config.rate_window_s, more)
+        if counted is not None and counted[0] > api_config.rate_limit:
+            raise ApiError(
+                429, "limit_exceeded", f"more than {api_config.rate_limit} requests (batch items count one each) in "
+                f"{api_config.rate_window_s:g} s with this token", limit="api.rate_limit",
+                headers={"Retry-After": str(max(1, math.ceil(counted[1])))},
+            )  # fmt: skip
 
     @api.get("/jobs", response_model=schemas.JobPage, tags=["jobs"], summary="this tenant's jobs, newest first")
     async def list_jobs(who: Caller, limit: PageSize = 50, cursor: Cursor = None, include_deleted: bool = False) -> Any:
@@ -369,8 +432,10 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
     async def me(who: Caller) -> Any:
         return {"tenant": who.tenant}
 
-    @api.get("/tasks", response_model=schemas.Tasks, tags=["tenant"], summary="registered task types")
+    @api.get("/tasks", response_model=schemas.Tasks, tags=["tenant"],
+             summary="task types that may be enqueued: those live workers reported, and this replica's")  # fmt: skip
     async def tasks(who: Caller) -> Any:
-        return {"tasks": registry.names()}
+        known = await services.intake.task_types.known() if services.intake.task_types else registry.names()
+        return {"tasks": sorted(known)}
 
     return api

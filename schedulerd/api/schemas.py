@@ -7,10 +7,11 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, WithJsonSchema
 
 from schedulerd.core.durations import parse_instant, text_problem
 from schedulerd.core.late import LateReason
+from schedulerd.jobs import JobSpec
 from schedulerd.models import ExecutionStatus
 
 
@@ -41,6 +42,14 @@ Overlap = Literal["allow", "skip", "buffer_one", "cancel_other"]
 OVERLAP_HELP = ("an occurrence due while the job's previous execution still runs: start anyway (allow), skip it, "
                 "start it when that one ends (buffer_one; at most one waits), or ask that one to stop and then "
                 "start (cancel_other)")
+
+
+# schedulerd's own field names -> the request body's (JobSpec is flat; the body nests some).
+BODY_FIELDS = {
+    "window": "window_s", "max_attempts": "retry.max_attempts", "backoff_base_s": "retry.backoff_base_s",
+    "backoff_factor": "retry.backoff_factor", "backoff_max_s": "retry.backoff_max_s",
+    "misfire_policy": "misfire.policy", "catch_up_limit": "misfire.catch_up_limit", "id": "job_id",
+}  # fmt: skip
 
 
 class _Input(BaseModel):
@@ -79,6 +88,75 @@ class JobCreate(_Input):
     dst_missing: Literal["shift", "skip"] | None = Field(
         None, description="cron: a wall time that does not exist runs at the end of the gap or is skipped; null: the DST rule")
     overlap: Overlap = Field("allow", description=OVERLAP_HELP)
+
+    def spec(self, tenant: str) -> JobSpec:
+        """The job this body asks for, filed under `tenant` (the token's, or the CLI's)."""
+        return JobSpec(
+            task=self.task, tenant=tenant, params=self.params, run_at=self.run_at, cron=self.cron,
+            timezone=self.timezone, misfire_policy=self.misfire.policy, catch_up_limit=self.misfire.catch_up_limit,
+            window_s=self.window_s, name=self.name, max_attempts=self.retry.max_attempts, timeout_s=self.timeout_s,
+            backoff_base_s=self.retry.backoff_base_s, backoff_factor=self.retry.backoff_factor,
+            backoff_max_s=self.retry.backoff_max_s, dst_repeated=self.dst_repeated, dst_missing=self.dst_missing,
+            overlap=self.overlap,
+        )  # fmt: skip
+
+
+IdempotencyKey = Annotated[StrictStr, Field(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")]
+
+
+class JobBatchItem(JobCreate):
+    """One job of a batch: the fields of a single create, and its own idempotency key."""
+
+    idempotency_key: IdempotencyKey | None = Field(
+        None, description="repeat this item safely: the same key (per tenant) returns the first result")
+
+
+def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """A model's JSON schema with its $defs written in place (a schema given to WithJsonSchema
+    may not refer to definitions of its own)."""
+    definitions = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref", "")
+            if ref.startswith("#/$defs/"):
+                return inline(definitions[ref.removeprefix("#/$defs/")])
+            return {key: inline(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [inline(value) for value in node]
+        return node
+
+    return inline(schema)  # type: ignore[no-any-return]
+
+
+# Each item is validated on its own (a bad item is refused in the answer, the others are created),
+# so the body is parsed as plain objects; the document still describes every item as a JobBatchItem.
+BatchItemIn = Annotated[dict[str, Any], WithJsonSchema(_inlined(JobBatchItem.model_json_schema()))]
+
+
+class JobBatch(_Input):
+    items: list[BatchItemIn] = Field(..., min_length=1, description="at most api.batch_max jobs")
+
+
+class BatchExecution(BaseModel):
+    id: UUID
+    due_at: datetime
+    status: Literal["pending", "queued"] | None = Field(None, description="null for a replayed item")
+
+
+class BatchItemResult(BaseModel):
+    index: int = Field(..., description="the item's position in `items`, from 0")
+    result: Literal["created", "replayed", "refused"]
+    job_id: UUID | None = None
+    executions: list[BatchExecution] = Field(default_factory=list, description="its first executions (a replayed cron job: none)")
+    error: ErrorDetail | None = Field(None, description="why it was refused (nothing of it was written)")
+
+
+class JobBatchResult(BaseModel):
+    created: int
+    replayed: int
+    refused: int
+    items: list[BatchItemResult]
 
 
 class PauseRequest(_Input):

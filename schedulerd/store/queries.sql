@@ -962,3 +962,93 @@ ORDER BY tenant, job_id LIMIT $3;
 SELECT tzdata_version, count(*) AS jobs FROM jobs
 WHERE schedule_kind = 'cron' AND deleted_at IS NULL
 GROUP BY tzdata_version ORDER BY tzdata_version NULLS FIRST;
+
+-- name: job_insert_many
+-- Record many job definitions in one statement (the front door's batches): one array per column,
+-- params as JSON text, all created at $22 (the batch's instant on Postgres's clock, which the
+-- caller read), so nothing needs to come back.
+INSERT INTO jobs (id, tenant, name, task, params, schedule_kind, run_at, cron, timezone,
+                  misfire_policy, catch_up_limit, window_s, max_attempts, backoff_base_s,
+                  backoff_factor, backoff_max_s, timeout_s, dst_repeated, dst_missing, tzdata_version, overlap,
+                  created_at, updated_at)
+SELECT j.id, j.tenant, j.name, j.task, j.params::jsonb, j.schedule_kind, j.run_at, j.cron, j.timezone,
+       j.misfire_policy, j.catch_up_limit, j.window_s, j.max_attempts, j.backoff_base_s,
+       j.backoff_factor, j.backoff_max_s, j.timeout_s, j.dst_repeated, j.dst_missing, j.tzdata_version, j.overlap,
+       $22, $22
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[], $8::text[],
+            $9::text[], $10::text[], $11::int[], $12::float8[], $13::int[], $14::float8[], $15::float8[],
+            $16::float8[], $17::float8[], $18::text[], $19::text[], $20::text[], $21::text[])
+     AS j(id, tenant, name, task, params, schedule_kind, run_at, cron, timezone, misfire_policy, catch_up_limit,
+          window_s, max_attempts, backoff_base_s, backoff_factor, backoff_max_s, timeout_s, dst_repeated,
+          dst_missing, tzdata_version, overlap);
+
+-- name: execution_insert_first_many
+-- The one execution of each new one-off job: (id, job, tenant, instant) rows, scheduled and due at
+-- that instant. Those due inside the dispatch horizon ($5 s) are queued for the caller's ZADD
+-- after its commit, unless $6 is false: inside an application's own transaction the commit is
+-- not ours to see, so they stay pending and the dispatcher enqueues them once they are visible.
+INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enqueued_at)
+SELECT o.id, o.job_id, o.tenant, o.at, o.at,
+       CASE WHEN $6 AND o.at <= clock_timestamp() + make_interval(secs => $5) THEN 'queued' ELSE 'pending' END,
+       CASE WHEN $6 AND o.at <= clock_timestamp() + make_interval(secs => $5) THEN clock_timestamp() END
+FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[]) AS o(id, job_id, tenant, at)
+RETURNING id, status;
+
+-- name: execution_committed
+-- Which of these executions (ids, with their tenants) exist and still wait to start: after an
+-- application's transaction, the ones it committed (a rolled-back enqueue left none).
+SELECT e.id, e.due_at, e.tenant FROM executions e
+WHERE e.id = ANY($1::uuid[]) AND e.scheduled_for >= $2 AND e.scheduled_for < $3 AND e.status IN ('pending', 'queued');
+
+-- name: idempotency_claim_many
+-- Take idempotency keys for new jobs: (tenant, key, request hash, job, response JSON text) per
+-- row. A key held by a live entry (younger than $6 s) is not taken; an older one is replaced.
+-- Returns the (tenant, key) pairs taken. A concurrent claim of the same key waits on its row
+-- lock until the first transaction ends.
+INSERT INTO idempotency_keys (tenant, key, request_hash, job_id, response)
+SELECT k.tenant, k.key, k.request_hash, k.job_id, k.response::jsonb
+FROM unnest($1::text[], $2::text[], $3::bytea[], $4::uuid[], $5::text[]) AS k(tenant, key, request_hash, job_id, response)
+ON CONFLICT (tenant, key) DO UPDATE
+    SET request_hash = excluded.request_hash, job_id = excluded.job_id, response = excluded.response,
+        created_at = clock_timestamp()
+    WHERE idempotency_keys.created_at <= clock_timestamp() - make_interval(secs => $6)
+RETURNING tenant, key;
+
+-- name: idempotency_get_many
+-- The live entries (younger than $3 s) of these (tenant, key) pairs.
+SELECT i.tenant, i.key, i.request_hash, i.job_id, i.response FROM idempotency_keys i
+JOIN unnest($1::text[], $2::text[]) AS k(tenant, key) ON i.tenant = k.tenant AND i.key = k.key
+WHERE i.created_at > clock_timestamp() - make_interval(secs => $3);
+
+-- name: task_type_report
+-- A replica with the worker role says which task types it runs (at start and every observer pass).
+INSERT INTO task_types (name, worker_id, last_seen_at)
+SELECT n, $2, clock_timestamp() FROM unnest($1::text[]) AS n
+ON CONFLICT (name) DO UPDATE SET worker_id = excluded.worker_id, last_seen_at = excluded.last_seen_at;
+
+-- name: task_type_live
+-- Task types some worker replica reported within the last $1 seconds: what producers may enqueue.
+SELECT name FROM task_types WHERE last_seen_at > clock_timestamp() - make_interval(secs => $1) ORDER BY name;
+
+-- name: job_create_one_off
+-- Record a one-off job ($1-$21 as job_insert) with its one execution ($22: its id) in one
+-- statement, so a single create costs one round trip and no BEGIN/COMMIT. The execution is
+-- queued when due inside the dispatch horizon ($23 s). Returns the job row with the execution's
+-- status, enqueued_at and created_at (the caller knows its other values).
+WITH job AS (
+    INSERT INTO jobs (id, tenant, name, task, params, schedule_kind, run_at, cron, timezone,
+                      misfire_policy, catch_up_limit, window_s, max_attempts, backoff_base_s,
+                      backoff_factor, backoff_max_s, timeout_s, dst_repeated, dst_missing, tzdata_version, overlap)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
+    RETURNING *
+), execution AS (
+    INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enqueued_at)
+    SELECT $22, job.id, job.tenant, job.run_at, job.run_at,
+           CASE WHEN job.run_at <= clock_timestamp() + make_interval(secs => $23) THEN 'queued' ELSE 'pending' END,
+           CASE WHEN job.run_at <= clock_timestamp() + make_interval(secs => $23) THEN clock_timestamp() END
+    FROM job
+    RETURNING status, enqueued_at, created_at
+)
+SELECT job.*, execution.status AS execution_status, execution.enqueued_at AS execution_enqueued_at,
+       execution.created_at AS execution_created_at
+FROM job, execution;

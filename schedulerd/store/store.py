@@ -636,6 +636,67 @@ class Store:
         return {r["tzdata_version"]: r["jobs"] for r in await self.db.fetch(QUERIES["job_tzdata_versions"])}
 
 
+    # --- the front door: batched creates, idempotency keys, task types (schedulerd/intake.py) ---
+
+    async def job_insert_many(self, columns: Sequence[Sequence[Any]], created_at: datetime) -> None:
+        """Insert jobs given column-wise (intake.JOB_COLUMNS order, params as JSON text), all
+        created at `created_at`."""
+        await self.db.execute(QUERIES["job_insert_many"], *columns, created_at)
+
+    async def job_create_one_off(self, job: dict[str, Any], execution_id: UUID, horizon_s: float) -> tuple[Job, Execution]:
+        """A one-off job and its execution (due at job["run_at"]), in one statement."""
+        row = await self.db.fetchrow(
+            QUERIES["job_create_one_off"],
+            job["id"], job["tenant"], job["name"], job["task"], job["params"], job["schedule_kind"],
+            job["run_at"], job["cron"], job["timezone"], job["misfire_policy"], job["catch_up_limit"],
+            job["window_s"], job["max_attempts"], job["backoff_base_s"], job["backoff_factor"],
+            job["backoff_max_s"], job["timeout_s"], job["dst_repeated"], job["dst_missing"], job["tzdata_version"],
+            job["overlap"], execution_id, horizon_s,
+        )  # fmt: skip
+        created = Job.from_row(row)
+        execution = Execution(
+            id=execution_id, job_id=created.id, tenant=created.tenant, scheduled_for=job["run_at"], due_at=job["run_at"],
+            status=row["execution_status"], attempt=0, fence=0, lease_until=None, worker=None,
+            enqueued_at=row["execution_enqueued_at"], first_started_at=None, started_at=None, finished_at=None,
+            last_error=None, created_at=row["execution_created_at"], reason=None, origin="scheduled", redrives=0,
+            late_reason=None, cancel_requested_at=None,
+        )  # fmt: skip
+        return created, execution
+
+    async def execution_insert_first_many(
+        self, occurrences: Sequence[tuple[UUID, UUID, str, datetime]], horizon_s: float, *, queue_now: bool
+    ) -> dict[UUID, str]:
+        """Insert (id, job_id, tenant, instant) first executions of one-off jobs; returns each
+        id's status (queued: ZADD it after commit; pending: the dispatcher will)."""
+        columns = list(zip(*occurrences)) if occurrences else [[], [], [], []]
+        rows = await self.db.fetch(QUERIES["execution_insert_first_many"], *columns, horizon_s, queue_now)
+        return {r["id"]: r["status"] for r in rows}
+
+    async def execution_committed(self, execution_ids: Sequence[UUID]) -> list[Enqueue]:
+        ids = list(execution_ids)
+        rows = await self.db.fetch(QUERIES["execution_committed"], ids, *scheduled_for_bounds(ids))
+        return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows]
+
+    async def idempotency_claim_many(
+        self, claims: Sequence[tuple[str, str, bytes, UUID, str]], ttl_s: float
+    ) -> set[tuple[str, str]]:
+        """Take (tenant, key, request_hash, job_id, response JSON) keys; returns the (tenant, key) taken."""
+        columns = list(zip(*claims)) if claims else [[], [], [], [], []]
+        rows = await self.db.fetch(QUERIES["idempotency_claim_many"], *columns, ttl_s)
+        return {(r["tenant"], r["key"]) for r in rows}
+
+    async def idempotency_get_many(
+        self, keys: Sequence[tuple[str, str]], ttl_s: float
+    ) -> dict[tuple[str, str], IdempotencyRecord]:
+        rows = await self.db.fetch(QUERIES["idempotency_get_many"], [k[0] for k in keys], [k[1] for k in keys], ttl_s)
+        return {(r["tenant"], r["key"]): IdempotencyRecord.from_row(r) for r in rows}
+
+    async def task_type_report(self, names: Sequence[str], worker_id: str) -> None:
+        await self.db.execute(QUERIES["task_type_report"], list(names), worker_id)
+
+    async def task_type_live(self, seen_within_s: float) -> set[str]:
+        return {r["name"] for r in await self.db.fetch(QUERIES["task_type_live"], seen_within_s)}
+
 class _OnConnection(Store):
     """A Store bound to one held connection: transaction() opens a transaction on it."""
 

@@ -58,7 +58,7 @@ async def test_due_times_set_on_a_skewed_host_come_from_postgres(store, queue, c
     _, (now_run,) = await jobs.create(JobSpec(task="noop"))
     db_now = await store.clock_now()
     assert abs(now_run.due_at - db_now) < timedelta(seconds=1)
-    _, (later,) = await jobs.create(JobSpec(task="noop", run_in_s=60.0))
+    _, (later,) = await jobs.create(JobSpec(task="noop", delay_s=60.0))
     assert abs(later.due_at - (await store.clock_now() + timedelta(seconds=60))) < timedelta(seconds=1)
     job, _ = await jobs.create(JobSpec(task="noop", cron="0 * * * *"))
     triggered = await jobs.trigger(job.id)

@@ -1,0 +1,407 @@
+"""The Python producer API: `from schedulerd import Client`. Enqueue one job or many (batched),
+inside the application's own asyncpg transaction if it likes, read an execution, wait for one.
+
+Connects like the daemon (config.toml, SCHEDULERD_* variables, the embedded servers' URLs) and
+checks task types against those live worker replicas registered: producers import no handlers.
+Every write commits to Postgres before its ZADD (schedulerd/intake.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timedelta
+from itertools import islice
+from pathlib import Path
+from typing import Any, TypeVar
+from uuid import UUID
+
+import asyncpg
+
+from schedulerd import config as config_module
+from schedulerd import registry
+from schedulerd.clock import ServerClock
+from schedulerd.config import Config
+from schedulerd.core.durations import parse_duration_s, parse_instant
+from schedulerd.errors import ValidationError
+from schedulerd.intake import Enqueued, EnqueuedExecution, Intake, Item, Refused, Result, SharedBatches
+from schedulerd.jobs import JobSpec
+from schedulerd.models import Enqueue, Execution, ExecutionStatus
+from schedulerd.queue import DelayQueue
+from schedulerd.store import Store
+from schedulerd.task_types import TaskTypes
+
+__all__ = ["Client", "SyncClient", "JobRequest", "Enqueued", "EnqueuedExecution", "Refused", "TaskRef", "task"]
+
+BATCH_SIZE = 1000  # items per transaction in enqueue_many
+BATCHES_IN_FLIGHT = 3  # enqueue_many's transactions at once (Postgres writes while the next batches are validated)
+FINAL = frozenset({ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED, ExecutionStatus.SKIPPED, ExecutionStatus.CANCELLED})
+Duration = float | int | timedelta | str  # seconds, a timedelta, or "30s" / "5m" / "1h30m"
+T = TypeVar("T")
+
+
+def _seconds(value: Duration | None, name: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, bool):
+        raise ValidationError(name, f"must be seconds, a timedelta or a duration like '30s', got {value!r}")
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return parse_duration_s(value)
+        except ValueError as exc:
+            raise ValidationError(name, str(exc)) from None
+    raise ValidationError(name, f"must be seconds, a timedelta or a duration like '30s', got {type(value).__name__}")
+
+
+def _instant(value: datetime | str | None) -> datetime | None:
+    if value is None or isinstance(value, datetime):
+        return value
+    if isinstance(value, str):
+        try:
+            return parse_instant(value)
+        except ValueError as exc:
+            raise ValidationError("at", str(exc)) from None
+    raise ValidationError("at", f"must be an aware datetime or an ISO 8601 string, got {type(value).__name__}")
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """One job as `enqueue` takes it (its keyword arguments); `enqueue_many` takes these or
+    mappings with the same keys. No at/in_/cron: now. at: once at that instant (aware datetime
+    or ISO 8601 with offset). in_: after a delay from now (Postgres's clock). cron + tz: recurring."""
+
+    task: str
+    params: Mapping[str, Any] | None = None
+    at: datetime | str | None = None
+    in_: Duration | None = None
+    cron: str | None = None
+    tz: str = "UTC"
+    name: str | None = None
+    tenant: str = "default"
+    max_attempts: int | None = None
+    timeout: Duration | None = None
+    idempotency_key: str | None = None
+    misfire: str = "run_once"  # skip | run_once | catch_up
+    catch_up_limit: int = 10
+    window: Duration | None = None  # cron: smear each run within this window
+    overlap: str = "allow"  # allow | skip | buffer_one | cancel_other
+    dst_repeated: str | None = None  # cron: first | both
+    dst_missing: str | None = None  # cron: shift | skip
+    backoff_base_s: float | None = None
+    backoff_factor: float | None = None
+    backoff_max_s: float | None = None
+
+    def item(self) -> Item:
+        """As the intake takes it; raises ValidationError naming the argument."""
+        return _item({f.name: getattr(self, f.name) for f in fields(self)})
+
+
+_REQUEST_FIELDS = frozenset(f.name for f in fields(JobRequest))
+# The intake names JobSpec's fields; a refusal names the argument the caller wrote.
+_ARGUMENT_OF = {"timezone": "tz", "run_at": "at", "in": "in_", "timeout_s": "timeout", "misfire_policy": "misfire",
+                "window_s": "window"}  # fmt: skip
+
+
+def _item(options: Mapping[str, Any]) -> Item:
+    """An intake item from JobRequest's fields (a mapping: enqueue_many builds no JobRequest per
+    item, which showed in its profile); raises ValidationError naming the argument."""
+    if type(options) is not dict and not isinstance(options, Mapping):
+        raise ValidationError("item", f"must be a JobRequest or a mapping, got {type(options).__name__}")
+    if not options.keys() <= _REQUEST_FIELDS:
+        raise ValidationError(str(sorted(options.keys() - _REQUEST_FIELDS)[0]), "is not an enqueue argument")
+    get = options.get
+    if "task" not in options:
+        raise ValidationError("task", "is required")
+    params = get("params")
+    if params is not None and type(params) is not dict and not isinstance(params, Mapping):
+        raise ValidationError("params", f"must be a mapping (a JSON object), got {type(params).__name__}")
+    spec = JobSpec(
+        task=options["task"], tenant=get("tenant", "default"),
+        params=params if type(params) is dict else dict(params) if params else {},
+        run_at=_instant(get("at")), cron=get("cron"), timezone=get("tz", "UTC"), misfire_policy=get("misfire", "run_once"),
+        catch_up_limit=get("catch_up_limit", 10), window_s=_seconds(get("window"), "window") or 0.0, name=get("name"),
+        max_attempts=get("max_attempts"), timeout_s=_seconds(get("timeout"), "timeout"),
+        backoff_base_s=get("backoff_base_s"), backoff_factor=get("backoff_factor"), backoff_max_s=get("backoff_max_s"),
+        dst_repeated=get("dst_repeated"), dst_missing=get("dst_missing"), overlap=get("overlap", "allow"),
+        delay_s=_seconds(get("in_"), "in_"),
+    )  # fmt: skip
+    return Item(spec, get("idempotency_key"))
+
+
+def _request(entry: JobRequest | Mapping[str, Any]) -> JobRequest:
+    """For callers that want the record (TaskRef.request); validated as an item would be."""
+    if isinstance(entry, JobRequest):
+        return entry
+    _item(entry)
+    return JobRequest(**entry)
+
+
+def _chunks(iterable: Iterable[T], size: int) -> Iterator[list[T]]:
+    iterator = iter(iterable)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
+
+
+class Client:
+    """An asyncio producer. `await Client.connect()`; `await client.close()` (or `async with`)."""
+
+    def __init__(self, store: Store, queue: DelayQueue, config: Config, *, owned: bool = True) -> None:
+        self.store = store
+        self.queue = queue
+        self.config = config
+        self._owned = owned  # close store and queue with the client
+        self.clock = ServerClock(store)
+        self.task_types = TaskTypes(store, config.jobs.task_types_seen_within_s)
+        self.intake = Intake(store, queue, config, self.task_types, self.clock)
+        self.shared = SharedBatches(self.intake)  # concurrent enqueue calls share transactions
+        # Executions enqueued inside an application's transaction, not yet in Redis, by connection.
+        self._unflushed: dict[int, list[Enqueue]] = {}
+
+    @classmethod
+    async def connect(
+        cls, config: Config | None = None, *, config_path: str | Path | None = None,
+        environ: Mapping[str, str] | None = None, pool_max: int | None = None,
+    ) -> Client:  # fmt: skip
+        """Connect with the daemon's configuration: `config`, else config.toml (or `config_path`,
+        or $SCHEDULERD_CONFIG) and SCHEDULERD_* variables; no URLs: the embedded servers that
+        `schedulerd run` started in this folder."""
+        from schedulerd.daemon import resolve_servers
+
+        config = config or config_module.load(config_path, environ)
+        servers = resolve_servers(config, start=False)
+        store = await Store.connect(servers.database_url, min_size=1, max_size=pool_max or config.database.pool_max)
+        return cls(store, DelayQueue.connect(servers.redis_url, config.redis.prefix, config.redis.timeout_s), config)
+
+    async def close(self) -> None:
+        if self._owned:
+            await self.queue.close()
+            await self.store.close()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def enqueue(
+        self, task: str, params: Mapping[str, Any] | None = None, *, connection: asyncpg.Connection | None = None,
+        **options: Any,
+    ) -> Enqueued:  # fmt: skip
+        """Create one job; returns it with its first execution(s) (a cron job: those written for
+        its first horizon). Options are JobRequest's fields: at=, in_=, cron=, tz=, name=,
+        tenant=, max_attempts=, timeout=, idempotency_key=, misfire=, window=, overlap=, ...
+        Raises ValidationError naming the argument; nothing is written then.
+
+        connection: an asyncpg connection inside the application's transaction: the job exists
+        only if that transaction commits. Use `async with client.transaction(conn)` (or call
+        `flush()` after the commit) to put it in Redis at once; otherwise the dispatcher does
+        within [dispatcher].interval_s."""
+        request = {"task": task, "params": params, **options}
+        if connection is not None:
+            (result,) = await self._create([request], connection)
+        else:
+            result = await self.shared.create(_item(request))
+            if isinstance(result, Enqueued):
+                return result
+        if isinstance(result, Refused):
+            raise ValidationError(_ARGUMENT_OF.get(result.field, result.field), result.message, result.limit)
+        return result
+
+    async def enqueue_many(
+        self, requests: Iterable[JobRequest | Mapping[str, Any]], *, batch_size: int = BATCH_SIZE,
+        connection: asyncpg.Connection | None = None,
+    ) -> list[Result]:  # fmt: skip
+        """Create many jobs, `batch_size` per transaction (one INSERT for the jobs, one for their
+        executions, one ZADD pipeline after each commit). Returns one result per request, in
+        order: Enqueued, or Refused (index, field, message) for one that was refused and wrote
+        nothing; the others are written all the same. Check `result.ok`."""
+        done: list[Result] = []
+        async for batch in self.enqueue_batches(requests, batch_size=batch_size, connection=connection):
+            done.extend(batch)
+        return done
+
+    async def enqueue_batches(
+        self, requests: Iterable[JobRequest | Mapping[str, Any] | Item], *, batch_size: int = BATCH_SIZE,
+        connection: asyncpg.Connection | None = None,
+    ) -> AsyncIterator[list[Result]]:  # fmt: skip
+        """enqueue_many as a stream: yields each batch's results once it has committed (indexes
+        count from the first request), so a caller can report progress on a long input."""
+        if not 1 <= batch_size <= 10_000:
+            raise ValidationError("batch_size", f"must be between 1 and 10000, got {batch_size}")
+        # BATCHES_IN_FLIGHT batches on as many pooled connections: the next ones are validated
+        # while Postgres writes the others (one connection of the application's: one at a time).
+        in_flight: collections.deque[asyncio.Task[list[Result]]] = collections.deque()
+        offset = 0
+        try:
+            for chunk in _chunks(requests, batch_size):
+                if connection is not None:
+                    yield await self._create(chunk, connection, offset)
+                else:
+                    in_flight.append(asyncio.create_task(self._create(chunk, None, offset)))
+                    if len(in_flight) >= BATCHES_IN_FLIGHT:
+                        yield await in_flight.popleft()
+                offset += len(chunk)
+            while in_flight:
+                yield await in_flight.popleft()
+        finally:
+            for task in in_flight:
+                task.cancel()
+            await asyncio.gather(*in_flight, return_exceptions=True)
+
+    async def _create(
+        self, entries: list[JobRequest | Mapping[str, Any] | Item], connection: asyncpg.Connection | None, offset: int = 0
+    ) -> list[Result]:
+        items: list[Item] = []
+        numbers: list[int] = []
+        refused: list[Refused] = []
+        as_given: set[int] = set()  # intake Items (the CLI's): their refusals keep the intake's field names
+        for index, entry in enumerate(entries, offset):
+            try:
+                if isinstance(entry, Item):
+                    as_given.add(index)
+                items.append(entry if isinstance(entry, Item) else entry.item() if isinstance(entry, JobRequest) else _item(entry))
+                numbers.append(index)
+            except ValidationError as exc:
+                refused.append(Refused(index, exc.field, exc.message))
+            except TypeError as exc:  # a value JobSpec cannot take
+                refused.append(Refused(index, "item", str(exc)))
+        results, unflushed = await self.intake.create_many(items, connection=connection, numbers=numbers) \
+            if items else ([], [])  # fmt: skip
+        if unflushed and connection is not None:
+            self._unflushed.setdefault(id(connection), []).extend(unflushed)
+        for i, result in enumerate(results):
+            if isinstance(result, Refused) and result.field in _ARGUMENT_OF and result.index not in as_given:
+                results[i] = Refused(result.index, _ARGUMENT_OF[result.field], result.message, result.code, result.limit)
+        if refused:
+            results = sorted([*results, *refused], key=lambda r: r.index)
+        return results
+
+    @contextlib.asynccontextmanager
+    async def transaction(self, connection: asyncpg.Connection) -> AsyncIterator[asyncpg.Connection]:
+        """`async with client.transaction(conn):` opens a transaction on the application's
+        connection; jobs enqueued in it with connection=conn exist only if it commits, and go
+        into Redis right after the commit."""
+        async with connection.transaction():
+            yield connection
+        await self.flush(connection)
+
+    async def flush(self, connection: asyncpg.Connection | None = None) -> int:
+        """Put into Redis the executions enqueued inside application transactions (of this
+        connection, or all) that have committed since; returns how many. Rolled-back ones are
+        dropped: Postgres is asked which exist."""
+        keys = [id(connection)] if connection is not None else list(self._unflushed)
+        entries = [e for key in keys for e in self._unflushed.pop(key, [])]
+        if not entries:
+            return 0
+        committed = await self.store.execution_committed([e.execution_id for e in entries])
+        await self.queue.add(committed, only_new=True)
+        return len(committed)
+
+    async def get_execution(self, execution_id: UUID | str) -> Execution | None:
+        return await self.store.execution_get(UUID(str(execution_id)))
+
+    async def wait(self, execution_id: UUID | str, timeout: float = 30.0, *, poll_s: float = 0.05) -> Execution:
+        """Wait until the execution is final (succeeded, failed, skipped, cancelled); returns
+        it. Raises TimeoutError after `timeout` seconds, LookupError when there is no such one."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        delay_s = poll_s
+        while True:
+            execution = await self.get_execution(execution_id)
+            if execution is None:
+                raise LookupError(f"execution {execution_id} not found")
+            if execution.status in FINAL:
+                return execution
+            if loop.time() + delay_s > deadline:
+                raise TimeoutError(f"execution {execution_id} is still {execution.status} after {timeout:g} s")
+            await asyncio.sleep(delay_s)
+            delay_s = min(delay_s * 2, 1.0)  # a long job is polled about once a second
+
+
+class SyncClient:
+    """The client for synchronous code: the same methods, blocking, on an event loop of its own
+    (one thread at a time). `SyncClient.connect()`; `close()` or `with`."""
+
+    def __init__(self, runner: asyncio.Runner, client: Client) -> None:
+        self._runner = runner
+        self.client = client
+
+    @classmethod
+    def connect(cls, config: Config | None = None, **kwargs: Any) -> SyncClient:
+        runner = asyncio.Runner()
+        try:
+            return cls(runner, runner.run(Client.connect(config, **kwargs)))
+        except BaseException:
+            runner.close()
+            raise
+
+    def _run(self, call: Awaitable[T]) -> T:
+        return self._runner.run(call)  # type: ignore[arg-type]
+
+    def enqueue(self, task: str, params: Mapping[str, Any] | None = None, **options: Any) -> Enqueued:
+        return self._run(self.client.enqueue(task, params, **options))
+
+    def enqueue_many(self, requests: Iterable[JobRequest | Mapping[str, Any]], *, batch_size: int = BATCH_SIZE) -> list[Result]:
+        return self._run(self.client.enqueue_many(requests, batch_size=batch_size))
+
+    def get_execution(self, execution_id: UUID | str) -> Execution | None:
+        return self._run(self.client.get_execution(execution_id))
+
+    def wait(self, execution_id: UUID | str, timeout: float = 30.0) -> Execution:
+        return self._run(self.client.wait(execution_id, timeout))
+
+    def close(self) -> None:
+        try:
+            self._run(self.client.close())
+        finally:
+            self._runner.close()
+
+    def __enter__(self) -> SyncClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class TaskRef:
+    """A task type with its handler, as `@task` returns it: call it like the handler, or
+    `await send_email.enqueue(client, {"to": ...}, in_="5m")`. `defaults` are enqueue options
+    applied to every enqueue of this task (an enqueue's own options win)."""
+
+    name: str
+    handler: registry.Handler
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+
+    def __call__(self, ctx: registry.TaskContext, params: dict[str, Any]) -> Any:
+        return self.handler(ctx, params)
+
+    async def enqueue(self, client: Client, params: Mapping[str, Any] | None = None, **options: Any) -> Enqueued:
+        return await client.enqueue(self.name, params, **{**self.defaults, **options})
+
+    def request(self, params: Mapping[str, Any] | None = None, **options: Any) -> JobRequest:
+        """A JobRequest for enqueue_many."""
+        return _request({"task": self.name, "params": params, **{**self.defaults, **options}})
+
+
+def task(
+    name: str, *, breaker_key: Callable[[dict[str, Any]], str] | None = None, **defaults: Any
+) -> Callable[[registry.Handler], TaskRef]:
+    """Register a handler under a task type name (for the workers that import this module) and
+    return a TaskRef to enqueue it with. `defaults`: enqueue options, e.g. max_attempts=5."""
+    unknown = sorted(set(defaults) - (_REQUEST_FIELDS - {"task", "params"}))
+    if unknown:
+        raise TypeError(f"task {name!r}: {unknown[0]!r} is not an enqueue option")
+
+    def register(handler: registry.Handler) -> TaskRef:
+        registry.task(name, breaker_key=breaker_key)(handler)
+        return TaskRef(name, handler, dict(defaults))
+
+    return register

@@ -1,0 +1,360 @@
+"""The front door's batched write path, shared by the Python client, POST /v1/jobs/batch and
+`schedulerd job create --from-file`: validate every item, record the valid ones in one
+transaction (one multi-row INSERT for jobs, one for executions, one for idempotency keys), then
+ZADD the queued executions in one pipeline after the commit.
+
+A refused item writes nothing and is reported with its index, field and message; the other items
+are written. Inside an application's own transaction (`connection=`) nothing is queued in Redis:
+the rows stay pending until the dispatcher sees them committed (or the client's flush adds them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+
+from schedulerd.clock import ServerClock
+from schedulerd.config import Config
+from schedulerd.core.ids import execution_id
+from schedulerd.errors import ValidationError
+from schedulerd.jobs import JobSpec, enqueue_committed, validate
+from schedulerd.materialiser import materialise_jobs
+from schedulerd.models import Enqueue, ExecutionStatus, Job
+from schedulerd.queue import DelayQueue
+from schedulerd.store import Store
+from schedulerd.task_types import TaskTypes
+
+# Records made per job are slotted: a batch of thousands of them is what the garbage collector
+# walks, and a __dict__ apiece was a measurable share of enqueue_many's time.
+# job_insert_many's columns, in its order (values from jobs.validate; params go as JSON text).
+JOB_COLUMNS = (
+    "id", "tenant", "name", "task", "params_json", "schedule_kind", "run_at", "cron", "timezone", "misfire_policy",
+    "catch_up_limit", "window_s", "max_attempts", "backoff_base_s", "backoff_factor", "backoff_max_s", "timeout_s",
+    "dst_repeated", "dst_missing", "tzdata_version", "overlap",
+)  # fmt: skip
+# A dispatch horizon no due time is inside: inside an application's transaction every new
+# execution is written pending, for the dispatcher to enqueue once it can see the row.
+NOT_QUEUED_HORIZON_S = -1e9
+MAX_IDEMPOTENCY_KEY = 200  # characters, as the API's Idempotency-Key header
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One job to create. `request_hash` tells a replay (same key, same request) from a
+    conflict (same key, another request); None: a hash of the spec."""
+
+    spec: JobSpec
+    idempotency_key: str | None = None
+    request_hash: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueuedExecution:
+    id: UUID
+    due_at: datetime  # UTC
+    status: str | None  # queued (in Redis after the commit) or pending (the dispatcher enqueues it); None: a replay
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueued:
+    """An item accepted: its job and first execution(s) (a cron job's first horizon). With
+    `replayed`, an earlier create with the same idempotency key made them (a replayed cron job
+    names its job only)."""
+
+    index: int
+    job_id: UUID
+    executions: tuple[EnqueuedExecution, ...]
+    replayed: bool = False
+    job: Job | None = field(default=None, repr=False)  # the job row, when asked for (with_jobs) and not a replay
+    ok: bool = field(default=True, init=False)
+
+    @property
+    def execution_id(self) -> UUID | None:
+        """The first execution's id (a one-off job has exactly one)."""
+        return self.executions[0].id if self.executions else None
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """An item refused: nothing of it was written. code: validation | limit_exceeded | conflict."""
+
+    index: int
+    field: str
+    message: str
+    code: str = "validation"
+    limit: str | None = None
+    ok: bool = field(default=False, init=False)
+
+    def __str__(self) -> str:
+        return f"item {self.index}: {self.field}: {self.message}"
+
+
+Result = Enqueued | Refused
+
+
+def spec_hash(spec: JobSpec) -> bytes:
+    """A stable digest of what was asked (not of the derived row: "now" moves between retries)."""
+    fields = asdict(spec)
+    fields.pop("tenant")
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).digest()
+
+
+def _refusal(index: int, exc: ValidationError) -> Refused:
+    return Refused(index, exc.field, exc.message, "limit_exceeded" if exc.limit else "validation", exc.limit)
+
+
+def _job(values: dict[str, Any], created_at: datetime) -> Job:
+    """The Job row just inserted, built from the values sent (the insert returns nothing)."""
+    return Job(
+        id=values["id"], tenant=values["tenant"], name=values["name"], task=values["task"], params=values["params"],
+        schedule_kind=values["schedule_kind"], run_at=values["run_at"], cron=values["cron"],
+        timezone=values["timezone"], misfire_policy=values["misfire_policy"],
+        catch_up_limit=values["catch_up_limit"], window_s=values["window_s"], max_attempts=values["max_attempts"],
+        backoff_base_s=values["backoff_base_s"], backoff_factor=values["backoff_factor"],
+        backoff_max_s=values["backoff_max_s"], timeout_s=values["timeout_s"], overlap=values["overlap"],
+        enabled=True, materialised_to=None, created_at=created_at, updated_at=created_at, deleted_at=None,
+        paused_note=None, paused_by=None, paused_at=None, dst_repeated=values["dst_repeated"],
+        dst_missing=values["dst_missing"], tzdata_version=values["tzdata_version"],
+    )  # fmt: skip
+
+
+@dataclass(slots=True)
+class _Accepted:
+    slot: int  # position in this call's items
+    index: int  # the number results carry (the caller's numbering)
+    values: dict[str, Any]
+    key: tuple[str, str] | None
+    request_hash: bytes | None
+    first_execution: tuple[UUID, datetime] | None  # one-off jobs: (id, due_at), made before the insert
+
+
+class Intake:
+    def __init__(self, store: Store, queue: DelayQueue, config: Config, task_types: TaskTypes | None = None,
+                 clock: ServerClock | None = None) -> None:  # fmt: skip
+        self.store = store
+        self.queue = queue
+        self.config = config
+        self.task_types = task_types  # None: only this process's registry (the daemon's API)
+        self.clock = clock or ServerClock(store)
+
+    async def create_many(
+        self, items: Sequence[Item], *, connection: asyncpg.Connection | None = None,
+        numbers: Sequence[int] | None = None, with_jobs: bool = False,
+    ) -> tuple[list[Result], list[Enqueue]]:  # fmt: skip
+        """Create these jobs: results in input order, each carrying its item's number (from
+        `numbers`, else its position), and the executions due soon but not yet in Redis
+        (non-empty only with `connection`: add them after that transaction commits). with_jobs:
+        each created result carries its Job row (built from the values sent)."""
+        numbers = numbers if numbers is not None else range(len(items))
+        known = await self.task_types.known(i.spec.task for i in items if isinstance(i.spec.task, str)) \
+            if self.task_types is not None else None  # fmt: skip
+        now = await self.clock.now()
+        results: list[Result | None] = [None] * len(items)
+        accepted: list[_Accepted] = []
+        first_of_key: dict[tuple[str, str], _Accepted] = {}
+        repeats: list[tuple[int, _Accepted, bytes]] = []  # a key used again in the same batch
+        for slot, item in enumerate(items):
+            index = numbers[slot]
+            try:
+                values = validate(item.spec, self.config, now, known)
+                key = self._key(item)
+            except ValidationError as exc:
+                results[slot] = _refusal(index, exc)
+                continue
+            except (TypeError, ValueError, AttributeError) as exc:  # a value of the wrong type from Python code
+                results[slot] = Refused(index, "item", f"is not a valid job ({type(exc).__name__}: {exc})")
+                continue
+            request_hash = (item.request_hash or spec_hash(item.spec)) if key else None
+            first = (execution_id(values["run_at"]), values["run_at"]) if values["cron"] is None else None
+            entry = _Accepted(slot, index, values, key, request_hash, first)
+            if key is not None and key in first_of_key:
+                repeats.append((slot, first_of_key[key], request_hash or b""))
+                continue
+            if key is not None:
+                first_of_key[key] = entry
+            accepted.append(entry)
+        if accepted:
+            if connection is None:
+                async with self.store.transaction() as tx:
+                    to_queue = await self._write(tx, accepted, results, queue_now=True, with_jobs=with_jobs)
+                await enqueue_committed(self.queue, to_queue)
+                to_queue = []
+            elif connection.is_in_transaction():
+                to_queue = await self._write(Store(connection), accepted, results, queue_now=False)
+            else:  # the application's connection, outside a transaction: this call is its own
+                async with connection.transaction():
+                    to_queue = await self._write(Store(connection), accepted, results, queue_now=True)
+                await enqueue_committed(self.queue, to_queue)
+                to_queue = []
+        else:
+            to_queue = []
+        for slot, first, request_hash in repeats:
+            done, index = results[first.slot], numbers[slot]
+            if isinstance(done, Enqueued) and request_hash == first.request_hash:
+                results[slot] = Enqueued(index, done.job_id, done.executions, replayed=True)
+            elif isinstance(done, Enqueued):
+                results[slot] = Refused(index, "idempotency_key", "was used with a different request", "conflict")
+            else:
+                assert done is not None
+                results[slot] = Refused(index, done.field, done.message, done.code, done.limit)
+        return [r for r in results if r is not None], to_queue
+
+    @staticmethod
+    def _key(item: Item) -> tuple[str, str] | None:
+        key = item.idempotency_key
+        if key is None:
+            return None
+        if not isinstance(key, str) or not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY or not key.isprintable() \
+                or not key.isascii() or " " in key:  # fmt: skip
+            raise ValidationError(
+                "idempotency_key", f"must be 1-{MAX_IDEMPOTENCY_KEY} printable ASCII characters without spaces"
+            )
+        return item.spec.tenant, key
+
+    async def _write(
+        self, tx: Store, accepted: list[_Accepted], results: list[Result | None], *, queue_now: bool,
+        with_jobs: bool = False,
+    ) -> list[Enqueue]:  # fmt: skip
+        """Inside a transaction: claim keys, insert jobs and executions; fill `results`; return the
+        queued executions (to ZADD after the commit)."""
+        keyed = [a for a in accepted if a.key is not None]
+        if keyed:
+            accepted = await self._claim_keys(tx, keyed, accepted, results)
+        if not accepted:
+            return []
+        # Postgres's clock, as the column default would have it: read exactly when a cron job's
+        # first occurrences count from it, else the ServerClock's reading (no round trip).
+        has_cron = any(a.first_execution is None for a in accepted)
+        created_at = await tx.clock_now() if has_cron else await self.clock.now()
+        await tx.job_insert_many([[a.values[c] for a in accepted] for c in JOB_COLUMNS], created_at)
+        one_offs = [a for a in accepted if a.first_execution is not None]
+        horizon_s = self.config.dispatcher.horizon_s
+        statuses = await tx.execution_insert_first_many(
+            [(a.first_execution[0], a.values["id"], a.values["tenant"], a.first_execution[1])  # type: ignore[index]
+             for a in one_offs], horizon_s, queue_now=queue_now,
+        ) if one_offs else {}  # fmt: skip
+        # Inside an application's transaction nothing is queued, but the ones due within the
+        # horizon are returned all the same: to add to Redis once that transaction commits.
+        horizon_end = await self.clock.now() + timedelta(seconds=horizon_s)
+        to_queue: list[Enqueue] = []
+        for a in one_offs:
+            first_id, due_at = a.first_execution  # type: ignore[misc]
+            status = statuses[first_id]
+            job = _job(a.values, created_at) if with_jobs else None
+            results[a.slot] = Enqueued(a.index, a.values["id"], (EnqueuedExecution(first_id, due_at, status),), job=job)
+            if status == ExecutionStatus.QUEUED or (not queue_now and due_at <= horizon_end):
+                to_queue.append(Enqueue(first_id, due_at, a.values["tenant"]))
+        crons = [a for a in accepted if a.first_execution is None]
+        if crons:
+            jobs = [_job(a.values, created_at) for a in crons]
+            done = await materialise_jobs(
+                tx, jobs, await tx.clock_now(), self.config.materialiser,
+                horizon_s if queue_now else NOT_QUEUED_HORIZON_S, late_config=self.config.late,
+            )  # fmt: skip
+            by_job: dict[UUID, list[EnqueuedExecution]] = {}
+            for e in done.executions:
+                by_job.setdefault(e.job_id, []).append(EnqueuedExecution(e.id, e.due_at, e.status))
+            for a, job in zip(crons, jobs):
+                results[a.slot] = Enqueued(a.index, a.values["id"], tuple(by_job.get(a.values["id"], ())), job=job)
+            to_queue.extend(done.enqueue if queue_now else
+                            [Enqueue(e.id, e.due_at, e.tenant) for e in done.executions if e.due_at <= horizon_end])
+        return to_queue
+
+    async def _claim_keys(
+        self, tx: Store, keyed: list[_Accepted], accepted: list[_Accepted], results: list[Result | None]
+    ) -> list[_Accepted]:
+        """Take the items' idempotency keys; an item whose key is held is answered from the
+        first create (replay) or refused (another request). Returns the items still to insert."""
+        ttl_s = self.config.api.idempotency_ttl_s
+        claims = []
+        for a in keyed:
+            assert a.key is not None and a.request_hash is not None
+            first = [{"id": str(a.first_execution[0]), "due_at": a.first_execution[1].isoformat()}] \
+                if a.first_execution else []  # fmt: skip
+            response = json.dumps({"job_id": str(a.values["id"]), "executions": first})
+            claims.append((a.key[0], a.key[1], a.request_hash, a.values["id"], response))
+        claims.sort(key=lambda c: (c[0], c[1]))  # one lock order, so two batches sharing keys cannot deadlock
+        taken = await tx.idempotency_claim_many(claims, ttl_s)
+        held = [a for a in keyed if a.key not in taken]
+        if not held:
+            return accepted
+        earlier = await tx.idempotency_get_many([a.key for a in held if a.key], ttl_s)
+        for a in held:
+            record = earlier.get(a.key) if a.key else None
+            if record is None:  # taken by a transaction that has not ended (or expired meanwhile)
+                results[a.slot] = Refused(a.index, "idempotency_key", "a create with this key is in flight; retry",
+                                           "conflict")  # fmt: skip
+            elif record.request_hash != a.request_hash:
+                results[a.slot] = Refused(a.index, "idempotency_key", "was used with a different request", "conflict")
+            else:
+                # The application's own connection has no jsonb codec: the response comes as text.
+                response = json.loads(record.response) if isinstance(record.response, str) else record.response
+                executions = tuple(
+                    EnqueuedExecution(UUID(e["id"]), datetime.fromisoformat(e["due_at"]), None)
+                    for e in response.get("executions", [])
+                )  # fmt: skip
+                results[a.slot] = Enqueued(a.index, record.job_id, executions, replayed=True)
+        skip = {id(a) for a in held}
+        return [a for a in accepted if id(a) not in skip]
+
+
+class SharedBatches:
+    """Single creates made concurrently (API requests, `Client.enqueue` calls) go to Postgres
+    together: one batch per turn of the event loop, at most `in_flight` batches at once, so under
+    load they queue up into larger batches (one transaction and one commit for many: group
+    commit). Each caller gets its own result; an error of the batch's transaction is raised to
+    every caller in it (nothing of that batch was written)."""
+
+    def __init__(self, intake: Intake, *, in_flight: int = 4, max_batch: int = 500) -> None:
+        self.intake = intake
+        self.in_flight = in_flight
+        self.max_batch = max_batch
+        self._pending: list[tuple[Item, asyncio.Future[Result]]] = []
+        self._running: set[asyncio.Task[None]] = set()
+        self._scheduled = False
+
+    async def create(self, item: Item) -> Result:
+        """The item's result, with its Job row when created."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[Result] = loop.create_future()
+        self._pending.append((item, done))
+        if not self._scheduled:
+            self._scheduled = True
+            loop.call_soon(self._start)
+        return await done
+
+    def _start(self) -> None:
+        self._scheduled = False
+        while self._pending and len(self._running) < self.in_flight:
+            batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
+            task = asyncio.ensure_future(self._run(batch))
+            self._running.add(task)
+            task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        if self._pending and not self._scheduled:  # what queued up meanwhile goes next, as one batch
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._start)
+
+    async def _run(self, batch: list[tuple[Item, asyncio.Future[Result]]]) -> None:
+        try:
+            results, _ = await self.intake.create_many([item for item, _ in batch], with_jobs=True)
+        except BaseException as exc:
+            for _, done in batch:
+                if not done.done():
+                    done.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for (_, done), result in zip(batch, results, strict=True):
+            if not done.done():
+                done.set_result(result)
