@@ -135,7 +135,7 @@ class ApiConfig:
     overview_window_s: float = 900.0  # operator view: start lags and runs per status of this many seconds
     batch_max: int = 1000  # most items one POST /v1/jobs/batch may carry (each counts against rate_limit)
     max_batch_body_bytes: int = 4194304  # largest POST /v1/jobs/batch body (bytes)
-    token_cache_s: float = 10.0  # a token checked this recently is not looked up again (a revoked one works this long; seconds)
+    token_cache_s: float = 2.0  # a token checked this recently is not looked up again (revoked through another replica, it works this long; seconds)
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,8 @@ class Tenants:
     def __init__(self, store: Store, cache_s: float = 0.0) -> None:
         self.store = store
         # token hash -> (principal, monotonic expiry): a keep-alive client's requests skip the
-        # lookup, a round trip each. A revoked token still works for up to cache_s seconds.
+        # lookup, a round trip each. A token revoked through another replica still works here
+        # for up to cache_s seconds; one revoked through this replica stops at once.
         self.cache_s = cache_s
         self._cache: dict[bytes, tuple[Principal, float]] = {}
 
@@ -79,10 +80,13 @@ class Tenants:
 
     async def revoke(self, token_id: UUID, tenant: str | None = None) -> ApiToken:
         """Revoke a token (only `tenant`'s, when given: another tenant's is "not found"). Takes
-        effect on the next request that presents it, on every replica."""
+        effect on this replica's next request that presents it, and within [api].token_cache_s
+        on the others (their cached lookups expire)."""
         revoked = await self.store.token_revoke(token_id, tenant)
         if revoked is None:
             raise NotFoundError(f"token {token_id} not found")
+        for digest in [d for d, (principal, _) in self._cache.items() if principal.token_id == token_id]:
+            del self._cache[digest]
         return revoked
 
     async def authenticate(self, token: str) -> Principal | None:
