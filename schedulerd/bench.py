@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -250,26 +251,18 @@ async def _feed(
 ) -> None:
     """Insert a steady workload one second at a time, each second `ahead_s` before it is due,
     as the API does: committed as queued, then added to the delay queue."""
-    rate = 1e6 / workload.spacing_us
     db = await asyncpg.connect(database_url)
     try:
-        written, second = 0, 0
-        while written < workload.count:
-            slice_start = t0 + timedelta(seconds=second)
-            wait_s = (slice_start - timedelta(seconds=ahead_s) - datetime.now(t0.tzinfo)).total_seconds()
-            if wait_s > 0:
-                await asyncio.sleep(wait_s)
-            count = min(round(rate), workload.count - written)
+        async for slice_start, count in _seconds_of(t0, workload, ahead_s):
             rows = await db.fetch(INSERT_QUEUED_EXECUTIONS, slice_start, count, workload.spacing_us, job_ids)
             await queue.add([Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows], only_new=True)
-            written, second = written + count, second + 1
     finally:
         await db.close()
 
 
-async def _feed_client(client: Client, t0: datetime, workload: Workload, ahead_s: float) -> None:
-    """The steady feed through the front door: each second's one-off jobs enqueued `ahead_s`
-    before they fall due, with enqueue_many (one job per execution, as users make them)."""
+async def _seconds_of(t0: datetime, workload: Workload, ahead_s: float) -> AsyncIterator[tuple[datetime, int]]:
+    """Each second of a steady workload (its first due time, how many fall due in it), handed
+    out `ahead_s` before it begins, as a live system writes its work ahead."""
     rate = 1e6 / workload.spacing_us
     written, second = 0, 0
     while written < workload.count:
@@ -278,11 +271,18 @@ async def _feed_client(client: Client, t0: datetime, workload: Workload, ahead_s
         if wait_s > 0:
             await asyncio.sleep(wait_s)
         count = min(round(rate), workload.count - written)
+        yield slice_start, count
+        written, second = written + count, second + 1
+
+
+async def _feed_client(client: Client, t0: datetime, workload: Workload, ahead_s: float) -> None:
+    """The steady feed through the front door: each second's one-off jobs enqueued `ahead_s`
+    before they fall due, with enqueue_many (one job per execution, as users make them)."""
+    async for slice_start, count in _seconds_of(t0, workload, ahead_s):
         await _enqueue_all(client, [
             {"task": "noop", "tenant": "bench", "at": slice_start + timedelta(microseconds=round(i * workload.spacing_us))}
             for i in range(count)
         ])  # fmt: skip
-        written, second = written + count, second + 1
 
 
 async def _enqueue_all(client: Client, requests: list[dict[str, Any]]) -> None:
