@@ -24,7 +24,7 @@ from schedulerd import metrics, registry, tzdb
 from schedulerd.clock import Clock, system
 from schedulerd.config import Config
 from schedulerd.core.backfill import check_range, plan_backfill
-from schedulerd.core.durations import MAX_DURATION_S, shifted, text_problem
+from schedulerd.core.durations import shifted, text_problem
 from schedulerd.core.ids import execution_id
 from schedulerd.core.late import LateReason
 from schedulerd.core.misfire import MisfirePolicy

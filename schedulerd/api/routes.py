@@ -27,7 +27,7 @@ from schedulerd.core.tenant_view import tenant_error
 from schedulerd.dead_letters import DeadLetters, FailedFilter
 from schedulerd.errors import ValidationError
 from schedulerd.intake import Enqueued, EnqueuedExecution, Item, Refused
-from schedulerd.jobs import JobSpec, labelled_next_runs, next_runs, schedule_of, validate
+from schedulerd.jobs import labelled_next_runs, next_runs, schedule_of, validate
 from schedulerd.models import ApiToken, Attempt, Execution, Job, LastExecution, Redrive
 from schedulerd.overrun import overruns
 from schedulerd.store import Store
