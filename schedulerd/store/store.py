@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -73,7 +74,29 @@ async def migrations_pending(database_url: str) -> list[str]:
     return await asyncio.to_thread(_pending_sync, database_url)
 
 
+# TCP keepalive on both ends of every pooled connection, so a peer that vanished without a reset
+# (a dead host, a dropped NAT entry) is noticed in about a minute even on an idle connection;
+# statements of the hot path have their own timeouts (Store._fetch_bounded).
+KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT = 30, 10, 3
+SERVER_KEEPALIVE = {
+    "tcp_keepalives_idle": str(KEEPALIVE_IDLE_S), "tcp_keepalives_interval": str(KEEPALIVE_INTERVAL_S),
+    "tcp_keepalives_count": str(KEEPALIVE_COUNT),
+}  # fmt: skip
+
+
+def _keepalive(connection: asyncpg.Connection) -> None:
+    """Client-side keepalive on the connection's socket (asyncpg has no option for it)."""
+    sock = connection._transport.get_extra_info("socket") if getattr(connection, "_transport", None) else None  # noqa: SLF001
+    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return  # a Unix socket needs none
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for option, value in (("TCP_KEEPIDLE", KEEPALIVE_IDLE_S), ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL_S), ("TCP_KEEPCNT", KEEPALIVE_COUNT)):
+        if hasattr(socket, option):  # Linux names; other systems keep their defaults
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
+
+
 async def _init_connection(connection: asyncpg.Connection) -> None:
+    _keepalive(connection)
     await connection.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
@@ -91,7 +114,8 @@ class Store:
     @classmethod
     async def connect(cls, database_url: str, *, min_size: int = 2, max_size: int = 10) -> Store:
         pool = await asyncpg.create_pool(
-            database_url, min_size=min_size, max_size=max_size, init=_init_connection, reset=_keep_session
+            database_url, min_size=min_size, max_size=max_size, init=_init_connection, reset=_keep_session,
+            server_settings=SERVER_KEEPALIVE,
         )
         return cls(pool)
 

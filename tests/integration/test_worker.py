@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import statistics
 from dataclasses import replace
 from typing import Any
@@ -318,3 +319,13 @@ async def test_an_outcome_postgres_refuses_does_not_hold_back_the_others(make_jo
     by_id = {e.id: await store.execution_get(e.id) for e in executions}
     assert by_id[bad.id].status == "failed" and "could not be recorded as reported" in by_id[bad.id].last_error
     assert [e.status for i, e in by_id.items() if i != bad.id] == ["succeeded"] * 4
+
+
+async def test_pooled_connections_keep_tcp_alive_on_both_ends(store) -> None:
+    """A peer gone without a reset is noticed on an idle connection too: keepalive on our socket
+    and on the server's (issue 15: TCP keepalive on every pool)."""
+    async with store.db.acquire() as connection:
+        sock = connection._con._transport.get_extra_info("socket")
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+        assert await connection.fetchval("SHOW tcp_keepalives_idle") == "30"
