@@ -195,8 +195,9 @@ class Worker:
     async def _claim(self, execution_ids: list[str]) -> list[Claim]:
         """The batched claim. When it fails on the way (connection broken or timed out), it may
         have committed with its reply lost: claim again within a fraction of a second on a fresh
-        connection, adopting rows already running under this worker's id, so they run now instead
-        of waiting for the sweeper to charge an attempt that never started."""
+        connection, adopting rows already running under this worker's id (attempt and fence as the
+        lost claim set them), so they run now instead of waiting for the sweeper to charge an
+        attempt that never started."""
         for tries in itertools.count(1):
             try:
                 return await self.store.execution_claim_many(

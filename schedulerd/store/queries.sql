@@ -194,9 +194,9 @@ RETURNING e.id, e.due_at, e.tenant;
 -- only their partitions are visited. A first attempt starting more than $6 s after it was due
 -- records why it was late (schedulerd_late_reason, $7: the replica silence that counts as down);
 -- marked_late returns the reason recorded now, for the metric. With $8 (adopt), rows already
--- running under worker $3 are taken again (fence+1, attempt unchanged): a claim whose reply was
+-- running under worker $3 are taken again, attempt and fence unchanged: a claim whose reply was
 -- lost to a broken connection committed nonetheless, and only this worker can know it holds none
--- of them in memory (it never claims an id it holds).
+-- of them in memory (it never claims an id it holds), so that fence has no other holder.
 -- Rows are locked in id order (the `locked` CTE), as by every statement that writes several
 -- executions, so no two such statements can deadlock. The CTE looks rows up by id alone (no join
 -- to jobs): a join let the planner walk the (job_id, scheduled_for) index over a spike's single
@@ -210,7 +210,8 @@ WITH locked AS (
            OR $8 AND e.status = 'running' AND e.worker = $3)
     ORDER BY e.id FOR NO KEY UPDATE
 )
-UPDATE executions e SET status = 'running', attempt = e.attempt + (e.status <> 'running')::int, fence = e.fence + 1,
+UPDATE executions e SET status = 'running', attempt = e.attempt + (e.status <> 'running')::int,
+       fence = e.fence + (e.status <> 'running')::int,
        lease_until = clock_timestamp() + make_interval(secs => $2), worker = $3,
        started_at = clock_timestamp(), first_started_at = coalesce(e.first_started_at, clock_timestamp()),
        late_reason = coalesce(l.marked_late, e.late_reason)

@@ -86,7 +86,7 @@ async def test_a_claim_whose_reply_was_lost_is_adopted_by_its_worker_only(make_j
 
     by_id = {str(c.id): c for c in claims}
     assert set(by_id) == {ids[0], ids[2]}  # its own lost claim and the unclaimed one, not worker-b's
-    assert (by_id[ids[0]].attempt, by_id[ids[0]].fence) == (lost.attempt, lost.fence + 1)
+    assert (by_id[ids[0]].attempt, by_id[ids[0]].fence) == (lost.attempt, lost.fence)  # no second start counted
     assert await store.execution_claim_many(ids, 10.0, "worker-c", adopt=True) == []
 
 
