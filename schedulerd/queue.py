@@ -297,7 +297,8 @@ class DelayQueue:
                     line = shard.line
                     keys = [shard.tenants_key, shard.epoch_key, *(shard.queue_key_prefix + t for t in line)]
                     line_max = min(LINE_MAX, max(LINE_MIN, share))
-                    pipe.evalsha(self._pop_sha, len(keys), *keys, share, line_max, *line)
+                    # execute_command: redis-py refuses pipe.evalsha on a cluster, not the command itself.
+                    pipe.execute_command("EVALSHA", self._pop_sha, len(keys), *keys, share, line_max, *line)
                 if read_breakers:
                     pipe.hgetall(self.breakers_key)
                 answers = await pipe.execute(raise_on_error=False)
@@ -313,10 +314,9 @@ class DelayQueue:
         return answers
 
     async def _load_pop(self) -> str:
-        if isinstance(self.client, RedisCluster):
-            sha = await self.client.script_load(self._pop_source, target_nodes=RedisCluster.PRIMARIES)  # type: ignore[call-arg]
-            return sha if isinstance(sha, str) else next(iter(sha.values()))
-        return await self.client.script_load(self._pop_source)
+        """SCRIPT LOAD (on a cluster, redis-py sends it to every master); returns its SHA1."""
+        sha = await self.client.script_load(self._pop_source)
+        return sha if isinstance(sha, str) else next(iter(sha.values()))
 
     def _epoch_token(self) -> str | None:
         """One value standing for every shard's marker: None when any is missing, and different
