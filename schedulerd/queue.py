@@ -412,6 +412,10 @@ class DelayQueue:
                 moved_now, left_now = await self._drain_shard(shard)
                 moved, left = moved + moved_now, left + left_now
             if not left and now_ms - float(seen_ms) > retire_after_s * 1000:
+                # No sweeper of that count is left: its markers go too (kept until now, so a
+                # replica of the old count still running did not read their absence as data loss).
+                for shard in retired:
+                    await self.client.delete(shard.epoch_key)
                 await self.client.hdel(self.layouts_key, count_text)
         return moved
 
@@ -430,10 +434,7 @@ class DelayQueue:
                 await self.client.zrem(key, *[member for member, _ in chunk])
                 moved += len(chunk)
             await self.client.zrem(shard.tenants_key, tenant)
-        left = await self.client.zcard(shard.tenants_key)
-        if not left:
-            await self.client.delete(shard.epoch_key)
-        return moved, left
+        return moved, await self.client.zcard(shard.tenants_key)
 
     async def _add_scored(self, entries: list[tuple[str, str, int]]) -> None:
         """ZADD NX (member, tenant, score ms) into their shards: the entry already there keeps its score."""
