@@ -399,7 +399,7 @@ async def _job_action(args: argparse.Namespace, config: Config) -> None:
     job_id = _uuid(args.id, "id")
     async with _Session(config) as jobs:
         if args.job_command == "show":
-            from schedulerd.overrun import overruns
+            from schedulerd.overrun_watch import overruns
 
             job = await jobs.get(job_id)
             judged = (await overruns(jobs.store, [job], config.jobs, await jobs.store.clock_now())).get(job.id)
@@ -598,7 +598,7 @@ def _since(text: str | None) -> datetime:
 
 
 async def _executions_late(args: argparse.Namespace, config: Config, job_id: UUID | None) -> None:
-    from schedulerd.late import LateRuns
+    from schedulerd.late_runs import LateRuns
 
     if args.status:
         raise ValidationError("--status", "cannot be combined with --late (use --reason)")
@@ -622,7 +622,7 @@ async def _executions_late(args: argparse.Namespace, config: Config, job_id: UUI
 
 
 async def _job_why(args: argparse.Namespace, config: Config) -> None:
-    from schedulerd.late import LateRuns
+    from schedulerd.late_runs import LateRuns
 
     job_id = _uuid(args.id, "id")
     async with _Session(config) as jobs:
@@ -713,7 +713,7 @@ async def _executions_show(args: argparse.Namespace, config: Config) -> None:
 
 
 async def _status(args: argparse.Namespace, config: Config) -> None:
-    from schedulerd.late import LateRuns
+    from schedulerd.late_runs import LateRuns
 
     async with _Session(config) as jobs:
         overview = await jobs.store.execution_overview()

@@ -13,7 +13,7 @@ from schedulerd.api import schemas
 from schedulerd.api.app import ERRORS, ApiError, Services
 from schedulerd.api.routes import attempt_view, execution_view
 from schedulerd.core import late
-from schedulerd.late import LateRuns
+from schedulerd.late_runs import LateRuns
 from schedulerd.tenants import Principal
 
 

@@ -29,7 +29,7 @@ from schedulerd.errors import ValidationError
 from schedulerd.intake import Enqueued, EnqueuedExecution, Item, Refused
 from schedulerd.jobs import labelled_next_runs, next_runs, schedule_of, validate
 from schedulerd.models import ApiToken, Attempt, Execution, Job, LastExecution, Redrive
-from schedulerd.overrun import overruns
+from schedulerd.overrun_watch import overruns
 from schedulerd.store import Store
 from schedulerd.tenants import Principal
 

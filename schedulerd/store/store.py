@@ -334,7 +334,7 @@ class Store:
         rows = await self.db.fetch(QUERIES["execution_reclaim_expired"], limit, live_holder_grace_s, down_after_s)
         return [dict(r) for r in rows]
 
-    # --- overlap policies: call the job_lock_* ones inside a transaction (schedulerd/overlap.py) --
+    # --- overlap policies: call the job_lock_* ones inside a transaction (schedulerd/overlap_claims.py) --
 
     async def job_lock_overlap(self, execution_ids: Sequence[str | UUID]) -> list[UUID]:
         ids = list(execution_ids)
