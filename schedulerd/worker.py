@@ -25,7 +25,7 @@ from uuid import UUID
 
 import structlog
 
-from schedulerd import faults, health, metrics, overlap_claims, registry
+from schedulerd import faults, health, metrics, overlap_claims
 from schedulerd.config import BreakerConfig, JobsConfig, LateConfig, WorkerConfig
 from schedulerd.core import breaker, late
 from schedulerd.core.backoff import after_failure
@@ -36,6 +36,7 @@ from schedulerd.models import AttemptOutcome, Claim, Enqueue, ExecutionStatus, O
 from schedulerd.overrun_watch import OverrunWatch
 from schedulerd.queue import UNREACHABLE, Breakers, DelayQueue, Pop
 from schedulerd.store import REFUSED_ERRORS, RETRYABLE_ERRORS, Store
+from schedulerd.tasks import registry
 
 log = structlog.get_logger("schedulerd.worker")
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from schedulerd import http_task
+from schedulerd.tasks import http
 from schedulerd.config import BreakerConfig, HttpConfig
 from schedulerd.core.breaker import parse
 from schedulerd.models import ExecutionStatus
@@ -21,9 +21,9 @@ from tests.http_target import Target, serve
 
 @pytest.fixture
 def target() -> Iterator[Target]:
-    http_task.configure(HttpConfig(allow_hosts=("127.0.0.1:*",)))
+    http.configure(HttpConfig(allow_hosts=("127.0.0.1:*",)))
     yield from serve()
-    http_task.configure(HttpConfig())
+    http.configure(HttpConfig())
 
 
 async def test_state_machine_in_lua(queue) -> None:
