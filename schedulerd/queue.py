@@ -18,7 +18,7 @@ import redis.asyncio as redis
 
 from schedulerd.models import Enqueue
 
-POP_LIMIT_MAX = 5000  # pop_due-2.lua refuses more (Lua stack limits)
+POP_LIMIT_MAX = 5000  # pop_due-3.lua refuses more (Lua stack limits)
 # Redis is down, paused or unreachable: callers fall back to Postgres and try again later.
 UNREACHABLE = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, OSError, TimeoutError)
 

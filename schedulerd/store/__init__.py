@@ -1,4 +1,4 @@
-"""Postgres: the only package that imports asyncpg. SQL lives in queries.sql."""
+"""Postgres: the only package that imports asyncpg. SQL lives in queries/*.sql, one file per entity."""
 
 from schedulerd.store.store import REFUSED_ERRORS, RETRYABLE_ERRORS, Store, migrate, migrations_pending
 

@@ -1,4 +1,4 @@
-"""Store: one async method per query in queries.sql, returning dataclasses; plus migrations."""
+"""Store: one async method per query in queries/*.sql, returning dataclasses; plus migrations."""
 
 from __future__ import annotations
 
