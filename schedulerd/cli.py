@@ -764,7 +764,7 @@ async def _status(args: argparse.Namespace, config: Config) -> None:
 
 async def _breakers(args: argparse.Namespace, config: Config) -> None:
     from schedulerd.core.breaker import parse
-    from schedulerd.queue import Breakers
+    from schedulerd.breaker_states import Breakers
 
     async with _Session(config) as jobs:
         shared = Breakers(jobs.queue.client, config.redis.prefix)

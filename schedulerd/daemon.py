@@ -19,16 +19,16 @@ from typing import Any
 import structlog
 
 from schedulerd import clock, health, systemd, task_types, tzchange, tzdb
-from schedulerd.tasks import http, loader
 from schedulerd.config import Config
 from schedulerd.dispatcher import Dispatcher
-from schedulerd.loops import TRANSIENT_ERRORS
 from schedulerd.materialiser import Materialiser
 from schedulerd.observer import Observer
 from schedulerd.queue import DelayQueue
 from schedulerd.retention import Retention
 from schedulerd.store import Store, migrate
 from schedulerd.sweeper import Sweeper
+from schedulerd.tasks import http, loader
+from schedulerd.transient import TRANSIENT_ERRORS
 from schedulerd.worker import Worker
 
 log = structlog.get_logger("schedulerd.daemon")

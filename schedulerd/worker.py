@@ -26,17 +26,19 @@ from uuid import UUID
 import structlog
 
 from schedulerd import faults, health, metrics, overlap_claims
+from schedulerd.breaker_states import Breakers
 from schedulerd.config import BreakerConfig, JobsConfig, LateConfig, WorkerConfig
 from schedulerd.core import breaker, late
 from schedulerd.core.backoff import after_failure
 from schedulerd.core.limits import admit
 from schedulerd.errors import ValidationError
-from schedulerd.loops import TRANSIENT_ERRORS, retrying
+from schedulerd.loops import retrying
 from schedulerd.models import AttemptOutcome, Claim, Enqueue, ExecutionStatus, Outcome
 from schedulerd.overrun_watch import OverrunWatch
-from schedulerd.queue import UNREACHABLE, Breakers, DelayQueue, Pop
+from schedulerd.queue import UNREACHABLE, DelayQueue, Pop
 from schedulerd.store import REFUSED_ERRORS, RETRYABLE_ERRORS, Store
 from schedulerd.tasks import registry
+from schedulerd.transient import TRANSIENT_ERRORS
 
 log = structlog.get_logger("schedulerd.worker")
 

@@ -31,6 +31,8 @@ RETRYABLE_ERRORS: tuple[type[BaseException], ...] = (
 )  # fmt: skip
 # Any other error from Postgres refused the statement for what it carries: the same rows fail again.
 REFUSED_ERRORS: tuple[type[BaseException], ...] = (asyncpg.PostgresError,)
+# Every error a Store call may raise: from Postgres, the driver or the network.
+POSTGRES_ERRORS: tuple[type[BaseException], ...] = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
 CopySink = Callable[[bytes], Awaitable[None]]
 
 
