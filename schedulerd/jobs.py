@@ -20,7 +20,7 @@ from uuid import UUID
 
 import structlog
 
-from schedulerd import metrics, registry, tzdb
+from schedulerd import metrics, tzdb
 from schedulerd.clock import Clock, system
 from schedulerd.config import Config
 from schedulerd.core.backfill import check_range, plan_backfill
@@ -35,6 +35,7 @@ from schedulerd.materialiser import materialise_jobs
 from schedulerd.models import Enqueue, Execution, ExecutionStatus, Job
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store
+from schedulerd.tasks import registry
 
 log = structlog.get_logger("schedulerd.jobs")
 

@@ -2,13 +2,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from schedulerd import registry
+from schedulerd.tasks import loader
 from schedulerd.config import Config
 from schedulerd.errors import ValidationError
 from schedulerd.jobs import JobSpec, validate
 
 NOW = datetime(2026, 11, 29, 12, tzinfo=UTC)
-registry.load_modules([])
+loader.load_modules([])
 
 
 def _nested(levels: int) -> dict:
