@@ -1,4 +1,4 @@
-"""Store: one async method per query in queries.sql, returning dataclasses; plus migrations."""
+"""Store: one async method per query in queries/*.sql, returning dataclasses; plus migrations."""
 
 from __future__ import annotations
 
@@ -31,6 +31,8 @@ RETRYABLE_ERRORS: tuple[type[BaseException], ...] = (
 )  # fmt: skip
 # Any other error from Postgres refused the statement for what it carries: the same rows fail again.
 REFUSED_ERRORS: tuple[type[BaseException], ...] = (asyncpg.PostgresError,)
+# Every error a Store call may raise: from Postgres, the driver or the network.
+POSTGRES_ERRORS: tuple[type[BaseException], ...] = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
 CopySink = Callable[[bytes], Awaitable[None]]
 
 
@@ -350,7 +352,7 @@ class Store:
         rows = await self.db.fetch(QUERIES["execution_reclaim_expired"], limit, live_holder_grace_s, down_after_s)
         return [dict(r) for r in rows]
 
-    # --- overlap policies: call the job_lock_* ones inside a transaction (schedulerd/overlap.py) --
+    # --- overlap policies: call the job_lock_* ones inside a transaction (schedulerd/overlap_claims.py) --
 
     async def job_lock_overlap(self, execution_ids: Sequence[str | UUID]) -> list[UUID]:
         ids = list(execution_ids)
@@ -705,12 +707,12 @@ class Store:
 
     async def execution_insert_first_many(
         self, occurrences: Sequence[tuple[UUID, UUID, str, datetime]], horizon_s: float, *, queue_now: bool
-    ) -> dict[UUID, str]:
-        """Insert (id, job_id, tenant, instant) first executions of one-off jobs; returns each
-        id's status (queued: ZADD it after commit; pending: the dispatcher will)."""
+    ) -> set[UUID]:
+        """Insert (id, job_id, tenant, instant) first executions of one-off jobs; returns the ids
+        written pending (the dispatcher will queue them); the others are queued: ZADD them after
+        the commit."""
         columns = list(zip(*occurrences)) if occurrences else [[], [], [], []]
-        rows = await self.db.fetch(QUERIES["execution_insert_first_many"], *columns, horizon_s, queue_now)
-        return {r["id"]: r["status"] for r in rows}
+        return set(await self.db.fetchval(QUERIES["execution_insert_first_many"], *columns, horizon_s, queue_now))
 
     async def execution_committed(self, execution_ids: Sequence[UUID]) -> list[Enqueue]:
         ids = list(execution_ids)
