@@ -15,7 +15,7 @@ from pathlib import Path
 
 import redis
 
-NODE_TIMEOUT_MS = 1000  # a master silent this long is failed over (fast, for tests)
+NODE_TIMEOUT_MS = 2000  # a master silent this long is failed over (fast for tests, slow enough for a busy CI box)
 
 
 @dataclass
