@@ -12,6 +12,7 @@ Which shard to pop, and in what order, is decided here: callers see one queue.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 import uuid
 import zlib
@@ -31,6 +32,7 @@ from schedulerd.models import Enqueue
 POP_LIMIT_MAX = 5000  # pop_due-4.lua refuses more (Lua stack limits)
 LINE_MIN, LINE_MAX = 16, 1000  # tenants declared per shard pop (pop_due-4.lua refuses more than 1000)
 POP_PASSES = 3  # round trips one pop_due may take: the first, then shards with undeclared due tenants or more due
+SEEN_S = 30.0  # a tenant popped from a shard this recently is declared in its pops even when not at the head
 # Redis is down, paused, unreachable or failing over: callers fall back to Postgres and try again later.
 UNREACHABLE = (
     redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, OSError, TimeoutError,
@@ -74,6 +76,23 @@ def shard_of(execution_id: uuid.UUID | str, shards: int) -> int:
     return zlib.crc32(str(execution_id).encode()) % shards
 
 
+def _split(room: int, weights: list[float]) -> list[int]:
+    """`room` pop slots over shards: 1 each, the rest in proportion to what each is expected to
+    have due (a shard that gave all it was asked gets more next time), so a backlog in a few
+    shards fills the batch without a second round trip. len(weights) <= room.
+
+    >>> _split(10, [1.0, 1.0]), _split(10, [1.0, 7.0]), _split(3, [5.0, 1.0, 1.0])
+    ([5, 5], [2, 8], [1, 1, 1])
+    """
+    spare = room - len(weights)
+    total = sum(weights)
+    shares = [1 + int(spare * w / total) for w in weights]
+    order = sorted(range(len(weights)), key=lambda i: -weights[i])
+    for i in itertools.islice(itertools.cycle(order), room - sum(shares)):
+        shares[i] += 1
+    return shares
+
+
 def shard_tags(prefix: str, shards: int) -> list[str]:
     """The hash tag of each shard: {prefix} alone when there is one (the keys of versions that had
     no shards), else {prefix:0} .. {prefix:N-1}."""
@@ -95,6 +114,20 @@ class _Shard:
     asked_at: float = 0.0  # monotonic time of the last pop of it
     served_at: float = 0.0  # monotonic time of the last pop that returned something
     epoch: str | None = None  # its marker at the last pop
+    want: float = 0.0  # how many it is expected to have due at the next pop (what it gave, or more when it gave all asked)
+    # Tenants seen in it lately (monotonic time): declared too, so a tenant whose queue emptied
+    # and filled again between two pops is served without a second round trip.
+    seen: dict[str, float] = field(default_factory=dict)
+
+    def declared(self, line_max: int, now: float) -> list[str]:
+        """The tenants to declare: the head of the round first, then others seen within SEEN_S."""
+        names = dict.fromkeys(self.line)
+        for tenant, at in list(self.seen.items()):
+            if now - at > SEEN_S:
+                del self.seen[tenant]
+            elif len(names) < line_max:
+                names[tenant] = None
+        return list(names)[:line_max]
 
     @classmethod
     def of(cls, tag: str) -> _Shard:
@@ -241,10 +274,10 @@ class DelayQueue:
         """Pop up to `limit` due ids from the shards, least recently served first.
 
         One round trip in the common case: one script call per shard worth asking (its earliest
-        entry is due, or it was not asked for idle_probe_s), pipelined, the limit split evenly
-        among them, plus the breakers hash. A second (and third) round trip only when the batch
-        is not full and a shard either had due tenants this process had not declared (a tenant
-        new at the head of its round) or used its whole share (it has more due)."""
+        entry is due, or it was not asked for idle_probe_s), pipelined, the limit split among them
+        by what each had due last time, plus the breakers hash. A second (and third) round trip
+        only when the batch is not full and a shard either had due tenants this process had not
+        declared (a tenant new at the head of its round) or still has due work."""
         limit = max(1, min(limit, POP_LIMIT_MAX))
         now = time.monotonic()
         est_ms = time.time() * 1000 + self._redis_offset_ms
@@ -263,8 +296,7 @@ class DelayQueue:
             if not asked or room <= 0:
                 break
             asked = asked[:room]
-            share, extra = divmod(room, len(asked))
-            shares = [share + (1 if i < extra else 0) for i in range(len(asked))]
+            shares = _split(room, [max(1.0, s.want) for s in asked])
             answers = await self._pop_shards(asked, shares, read_breakers)
             read_breakers = False
             again: list[_Shard] = []
@@ -272,13 +304,19 @@ class DelayQueue:
                 ids += got
                 owners += got_owners
                 shard.line = line
+                for tenant in dict.fromkeys(got_owners):
+                    shard.seen[tenant] = time.monotonic()
                 shard.next_due_ms = int(float(next_due)) if next_due else None
+                # Due work left (a served tenant with more, or a due tenant not reached): its
+                # earliest tenant score is at or before the script's now.
+                more = shard.next_due_ms is not None and shard.next_due_ms <= int(shard_now)
+                shard.want = max(2.0 * share_n, shard.want) if more else float(len(got))
                 shard.epoch = epoch or None
                 shard.asked_at = time.monotonic()
                 now_ms = max(now_ms or 0, int(shard_now))
                 if got:
                     shard.served_at = shard.asked_at
-                if skipped or len(got) >= share_n:
+                if skipped or more:
                     again.append(shard)
             asked = again
         if now_ms is not None:
@@ -295,10 +333,11 @@ class DelayQueue:
             self._pop_sha = await self._load_pop()
         for attempt in range(2):
             async with self.client.pipeline(transaction=False) as pipe:
+                now = time.monotonic()
                 for shard, share in zip(shards, shares):
-                    line = shard.line
-                    keys = [shard.tenants_key, shard.epoch_key, *(shard.queue_key_prefix + t for t in line)]
                     line_max = min(LINE_MAX, max(LINE_MIN, share))
+                    line = shard.declared(line_max, now)
+                    keys = [shard.tenants_key, shard.epoch_key, *(shard.queue_key_prefix + t for t in line)]
                     # execute_command: redis-py refuses pipe.evalsha on a cluster, not the command itself.
                     pipe.execute_command("EVALSHA", self._pop_sha, len(keys), *keys, share, line_max, *line)
                 if read_breakers:
