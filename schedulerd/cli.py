@@ -52,7 +52,8 @@ def _parser() -> argparse.ArgumentParser:
     when = create.add_mutually_exclusive_group()
     when.add_argument("--at", help="ISO 8601 instant with offset, e.g. 2026-12-01T09:00:00Z")
     when.add_argument("--in", dest="in_", metavar="DURATION", help="delay from now, e.g. 30s, 5m, 1h30m")
-    when.add_argument("--cron", help="5-field cron expression or @hourly/@daily/...")
+    when.add_argument("--cron", help="5-field cron expression (L, W, #, ? in the day fields), @hourly/@daily/..., "
+                      "or @every 5m (an interval from the job's creation)")
     create.add_argument("--tz", default="UTC", help="IANA time zone of the cron expression (default UTC)")
     create.add_argument("--misfire", default="run_once", choices=["skip", "run_once", "catch_up"],
                         help="what happens to occurrences missed while the scheduler was down")
@@ -479,10 +480,17 @@ async def _cron_next(args: argparse.Namespace, config: Config) -> None:
         raise ValidationError("--count", f"must be between 1 and 1000, got {args.count}")
     start = _parse("--from", parse_instant, args.from_) if args.from_ else datetime.now(UTC)
     try:
-        schedule = CronSchedule.parse(args.expression, args.tz, args.dst_repeated, args.dst_missing)
+        # An @every interval counts from the job's creation; previewed, from --from (or now).
+        schedule = CronSchedule.parse(args.expression, args.tz, args.dst_repeated, args.dst_missing, anchor=start)
     except ScheduleError as exc:
-        raise ValidationError("--tz" if "time zone" in str(exc) else "expression", str(exc)) from None
+        field = "--tz" if "time zone" in str(exc) else "expression"
+        if str(exc).startswith("dst_"):
+            field = "--dst-repeated" if args.dst_repeated else "--dst-missing"
+        raise ValidationError(field, str(exc)) from None
     runs = schedule.labelled_runs(start, args.count)
+    if schedule.interval_s is not None and not args.json:
+        print(f"{args.expression.strip()}: elapsed time counted from {_time(start)} (a job counts from its "
+              "creation); DST does not move it")  # fmt: skip
     _print_preview(runs, args.tz, args.json)
     if not runs and not args.json:
         print(f"no runs after {_time(start)}: the calendar ends at 9999-12-31 (UTC and local)")
