@@ -80,7 +80,8 @@ def execution_view(execution: Execution) -> dict[str, Any]:
         "due_at": execution.due_at, "status": execution.status, "reason": execution.reason,
         "attempt": execution.attempt, "worker": execution.worker, "enqueued_at": execution.enqueued_at,
         "first_started_at": started, "started_at": execution.started_at, "finished_at": execution.finished_at,
-        "last_error": tenant_error(execution.last_error),
+        # A success has no error of its own; an earlier attempt's stays in the attempt history.
+        "last_error": tenant_error(execution.last_error) if execution.status != "succeeded" else None,
         "start_lag_s": (started - execution.scheduled_for).total_seconds() if started else None,
         "origin": execution.origin, "redrives": execution.redrives,
         "late_reason": execution.late_reason,
