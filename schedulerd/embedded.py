@@ -25,6 +25,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import structlog
 
@@ -82,6 +83,69 @@ def start_embedded(data_dir: Path) -> EmbeddedServers:
         _write_private(data_dir / STATE_FILE, json.dumps(state))
     log.info("embedded.ready", postgres_port=pg_port, redis_port=redis_port, urls_in=str(data_dir / STATE_FILE))
     return EmbeddedServers(database_url, redis_url, data_dir)
+
+
+LOCAL_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+LOCAL_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+@dataclass(frozen=True)
+class ScratchServers:
+    """Servers to make throwaway databases and key prefixes on (the tests, the benchmark)."""
+
+    admin_url: str  # a database URL allowed to CREATE DATABASE
+    redis_url: str
+    postgres_from: str  # where each came from: the variable that named it, "local" or "embedded"
+    redis_from: str
+
+    def describe(self) -> str:
+        """One line naming both servers, passwords masked."""
+        return (f"Postgres {_masked(self.admin_url)} ({self.postgres_from}), "
+                f"Redis {_masked(self.redis_url)} ({self.redis_from})")  # fmt: skip
+
+
+@contextmanager
+def scratch_servers(
+    embedded_dir: Path, local: tuple[str, str] = (LOCAL_DATABASE_URL, LOCAL_REDIS_URL)
+) -> Iterator[ScratchServers]:
+    """SCHEDULERD_TEST_DATABASE_URL / SCHEDULERD_TEST_REDIS_URL when set; else the local servers
+    (`local`) when they answer; else embedded ones started in embedded_dir, stopped on the way out."""
+    database_url, redis_url = os.environ.get("SCHEDULERD_TEST_DATABASE_URL"), os.environ.get("SCHEDULERD_TEST_REDIS_URL")
+    postgres_from = redis_from = "embedded"
+    if database_url:
+        postgres_from = "SCHEDULERD_TEST_DATABASE_URL"
+    elif _answers(local[0]):
+        database_url, postgres_from = local[0], "local"
+    if redis_url:
+        redis_from = "SCHEDULERD_TEST_REDIS_URL"
+    elif _answers(local[1]):
+        redis_url, redis_from = local[1], "local"
+    embedded = start_embedded(embedded_dir) if not (database_url and redis_url) else None
+    try:
+        if embedded is not None:
+            database_url = database_url or embedded.database_url.rsplit("/", 1)[0] + "/postgres"
+            redis_url = redis_url or embedded.redis_url
+        assert database_url and redis_url
+        yield ScratchServers(database_url, redis_url, postgres_from, redis_from)
+    finally:
+        if embedded is not None:
+            embedded.stop()
+
+
+def _answers(url: str) -> bool:
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 0), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _masked(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")).geturl()
 
 
 def read_running(data_dir: Path) -> tuple[str, str] | None:
