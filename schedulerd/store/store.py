@@ -690,13 +690,15 @@ class Store:
         return created, execution
 
     async def execution_insert_first_many(
-        self, occurrences: Sequence[tuple[UUID, UUID, str, datetime]], horizon_s: float, *, queue_now: bool
-    ) -> set[UUID]:
-        """Insert (id, job_id, tenant, instant) first executions of one-off jobs; returns the ids
-        written pending (the dispatcher will queue them); the others are queued: ZADD them after
-        the commit."""
-        columns = list(zip(*occurrences)) if occurrences else [[], [], [], []]
-        return set(await self.db.fetchval(QUERIES["execution_insert_first_many"], *columns, horizon_s, queue_now))
+        self, ids: Sequence[UUID], job_ids: Sequence[UUID], tenants: Sequence[str], due_at: Sequence[datetime],
+        horizon_s: float, *, queue_now: bool,
+    ) -> set[UUID]:  # fmt: skip
+        """Insert the first executions of one-off jobs (given column-wise), each scheduled and due
+        at its instant; returns the ids written pending (the dispatcher will queue them); the
+        others are queued: ZADD them after the commit."""
+        return set(await self.db.fetchval(
+            QUERIES["execution_insert_first_many"], ids, job_ids, tenants, due_at, horizon_s, queue_now
+        ))  # fmt: skip
 
     async def execution_committed(self, execution_ids: Sequence[UUID]) -> list[Enqueue]:
         ids = list(execution_ids)
