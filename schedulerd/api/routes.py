@@ -28,13 +28,14 @@ from schedulerd.dead_letters import DeadLetters, FailedFilter
 from schedulerd.errors import ValidationError
 from schedulerd.intake import Enqueued, EnqueuedExecution, Item, Refused
 from schedulerd.jobs import labelled_next_runs, next_runs, schedule_of, validate
-from schedulerd.models import ApiToken, Attempt, Execution, Job, LastExecution, Redrive
+from schedulerd.models import ApiToken, Attempt, Execution, Job, LastExecution, MinuteStats, Redrive
 from schedulerd.overrun import overruns
 from schedulerd.store import Store
 from schedulerd.tenants import Principal
 
 log = structlog.get_logger("schedulerd.api")
 NEXT_RUNS = 5
+MINUTES_MAX = 180  # GET /v1/stats/minutes and the [ops] /stats/minutes look back at most 3 hours
 FAILED_FILTERS = {"job", "task", "error", "since", "until", "limit", "cursor"}  # GET /v1/executions/failed
 IDEMPOTENCY_KEY = Header(None, alias="Idempotency-Key", min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$",
                          description="repeat a create safely: the same key returns the first result")  # fmt: skip
@@ -79,9 +80,16 @@ def execution_view(execution: Execution) -> dict[str, Any]:
         "first_started_at": started, "started_at": execution.started_at, "finished_at": execution.finished_at,
         "last_error": tenant_error(execution.last_error),
         "start_lag_s": (started - execution.scheduled_for).total_seconds() if started else None,
+        "duration_s": (execution.finished_at - execution.started_at).total_seconds()
+        if execution.finished_at and execution.started_at else None,
         "origin": execution.origin, "redrives": execution.redrives,
         "late_reason": execution.late_reason,
     }  # fmt: skip
+
+
+def minute_view(m: MinuteStats) -> dict[str, Any]:
+    return {"minute": m.minute, "scheduled": m.scheduled, "started": m.started, "succeeded": m.succeeded,
+            "failed": m.failed, "lag_p50_s": m.lag_p50_s, "lag_p99_s": m.lag_p99_s}  # fmt: skip
 
 
 def redrive_view(redrive: Redrive) -> dict[str, Any]:
@@ -304,17 +312,20 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
         return {"job": job_view(job, datetime.now(UTC)), "cancelled_executions": cancelled}
 
     @api.get("/executions", response_model=schemas.ExecutionPage, tags=["executions"],
-             summary="this tenant's executions, newest scheduled first")  # fmt: skip
+             summary="this tenant's executions, newest scheduled first (when=upcoming: soonest first)")  # fmt: skip
     async def list_executions(
         who: Caller, job: UUID | None = None, status: schemas.Status | None = None,
         since: Annotated[schemas.Instant | None, Query(description="scheduled at or after (ISO 8601)")] = None,
         until: Annotated[schemas.Instant | None, Query(description="scheduled before (ISO 8601)")] = None,
+        when: Annotated[schemas.Phase | None, Query(
+            description="past: started or settled (not pending or queued) and scheduled by now, newest first; "
+                        "upcoming: not yet started (pending or queued), soonest first; unset: all, newest first")] = None,
         limit: PageSize = 50, cursor: Cursor = None,
     ) -> Any:  # fmt: skip
         if job is not None:
             await jobs.get(job, who.tenant)  # another tenant's job: 404, like a missing one
         listed = await store.execution_page(who.tenant, job_id=job, status=status, since=since, until=until,
-                                            after=decode_cursor(cursor), limit=limit + 1)  # fmt: skip
+                                            after=decode_cursor(cursor), limit=limit + 1, phase=when)  # fmt: skip
         page, more = listed[:limit], len(listed) > limit
         return {"items": [execution_view(e) for e in page],
                 "next_cursor": encode_cursor(page[-1].scheduled_for, page[-1].id) if more else None}  # fmt: skip
@@ -380,6 +391,14 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
         redrives = await store.redrive_list(execution_id) if execution.redrives else []
         return {**execution_view(execution), "attempts": [attempt_view(a) for a in attempts],
                 "redrive_history": [redrive_view(r) for r in redrives]}  # fmt: skip
+
+    @api.get("/stats/minutes", response_model=schemas.MinuteStats, tags=["operator"],
+             summary="this tenant's last minutes: executions scheduled, started and by outcome, start-lag p50/p99")  # fmt: skip
+    async def minute_stats(
+        who: Caller, minutes: Annotated[int, Query(ge=1, le=MINUTES_MAX, description="how many minutes back")] = 60,
+    ) -> Any:  # fmt: skip
+        stats, now = await store.execution_minutes(who.tenant, minutes)
+        return {"tenant": who.tenant, "now": now, "minutes": [minute_view(m) for m in stats]}
 
     @api.get("/overview", response_model=schemas.Overview, tags=["operator"],
              summary="fleet health and this tenant's recent runs")  # fmt: skip

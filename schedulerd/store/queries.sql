@@ -476,13 +476,29 @@ CROSS JOIN LATERAL (
 
 -- name: execution_page
 -- One tenant's executions newest first (scheduled_for, id), strictly after the cursor ($6, $7),
--- optionally of one job ($2) and status ($3), scheduled in [$4, $5). Keyset pagination on
--- executions_tenant_recent: a row inserted meanwhile never shifts a later page.
+-- optionally of one job ($2) and status ($3), scheduled in [$4, $5), and only past ones when $9:
+-- started or settled (not pending or queued) and scheduled by now, so a paused job's cancelled
+-- future slots do not lead. Keyset pagination on executions_tenant_recent: a row inserted
+-- meanwhile never shifts a later page.
 SELECT * FROM executions
 WHERE tenant = $1 AND ($2::uuid IS NULL OR job_id = $2) AND ($3::text IS NULL OR status = $3)
   AND scheduled_for >= $4 AND scheduled_for < $5
   AND (scheduled_for, id) < ($6, $7)
+  AND (NOT $9::boolean OR (status NOT IN ('pending', 'queued')
+                           AND (scheduled_for <= clock_timestamp() OR first_started_at IS NOT NULL)))
 ORDER BY scheduled_for DESC, id DESC
+LIMIT $8;
+
+-- name: execution_page_upcoming
+-- One tenant's executions not yet started (pending or queued, retries included), soonest
+-- scheduled first, strictly after the cursor ($6, $7); optionally of one job ($2) and status ($3),
+-- scheduled in [$4, $5). The same index as execution_page, read forwards.
+SELECT * FROM executions
+WHERE tenant = $1 AND ($2::uuid IS NULL OR job_id = $2) AND ($3::text IS NULL OR status = $3)
+  AND status IN ('pending', 'queued')
+  AND scheduled_for >= $4 AND scheduled_for < $5
+  AND (scheduled_for, id) > ($6, $7)
+ORDER BY scheduled_for, id
 LIMIT $8;
 
 -- name: execution_tenant_recent_stats
@@ -499,6 +515,45 @@ SELECT (SELECT coalesce(jsonb_object_agg(status, n), '{}') FROM (SELECT status, 
            AS lag_percentiles_s,
        (SELECT max(lag_s) FROM recent) AS lag_max_s,
        (SELECT count(lag_s) FROM recent) AS started;
+
+-- name: execution_minutes_tenant
+-- Tenant $1's last $2 minutes (UTC minutes of scheduled time, the current one last), each with
+-- executions scheduled, started, succeeded and failed, and the start-lag p50 and p99 (seconds)
+-- of those started. Minutes with nothing scheduled are rows of zeros.
+WITH span AS (SELECT date_trunc('minute', clock_timestamp()) - make_interval(mins => $2 - 1) AS first_minute,
+                     clock_timestamp() AS now),
+recent AS (
+    SELECT date_trunc('minute', scheduled_for) AS minute, status,
+           extract(epoch FROM first_started_at - scheduled_for)::float8 AS lag_s
+    FROM executions, span
+    WHERE tenant = $1 AND scheduled_for >= span.first_minute AND scheduled_for <= span.now
+)
+SELECT m.minute, count(r.minute) AS scheduled, count(r.lag_s) AS started,
+       count(*) FILTER (WHERE r.status = 'succeeded') AS succeeded, count(*) FILTER (WHERE r.status = 'failed') AS failed,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY r.lag_s) AS lag_p50_s,
+       percentile_cont(0.99) WITHIN GROUP (ORDER BY r.lag_s) AS lag_p99_s, span.now
+FROM span CROSS JOIN generate_series(span.first_minute, date_trunc('minute', span.now), interval '1 minute') AS m(minute)
+LEFT JOIN recent r ON r.minute = m.minute
+GROUP BY m.minute, span.now ORDER BY m.minute;
+
+-- name: execution_minutes_fleet
+-- execution_minutes_tenant for every tenant at once (the [ops] listener): a range scan of
+-- executions_scheduled_for over the last $1 minutes, so its cost grows with the fleet's rate.
+WITH span AS (SELECT date_trunc('minute', clock_timestamp()) - make_interval(mins => $1 - 1) AS first_minute,
+                     clock_timestamp() AS now),
+recent AS (
+    SELECT date_trunc('minute', scheduled_for) AS minute, status,
+           extract(epoch FROM first_started_at - scheduled_for)::float8 AS lag_s
+    FROM executions, span
+    WHERE scheduled_for >= span.first_minute AND scheduled_for <= span.now
+)
+SELECT m.minute, count(r.minute) AS scheduled, count(r.lag_s) AS started,
+       count(*) FILTER (WHERE r.status = 'succeeded') AS succeeded, count(*) FILTER (WHERE r.status = 'failed') AS failed,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY r.lag_s) AS lag_p50_s,
+       percentile_cont(0.99) WITHIN GROUP (ORDER BY r.lag_s) AS lag_p99_s, span.now
+FROM span CROSS JOIN generate_series(span.first_minute, date_trunc('minute', span.now), interval '1 minute') AS m(minute)
+LEFT JOIN recent r ON r.minute = m.minute
+GROUP BY m.minute, span.now ORDER BY m.minute;
 
 -- name: execution_oldest_due
 -- Fleet-wide: the earliest due time among executions not yet started (both partial indexes

@@ -17,7 +17,7 @@ import asyncpg
 from schedulerd.core.ids import scheduled_for_bounds
 from schedulerd.models import (
     ApiToken, Attempt, Claim, Enqueue, Execution, FailedExecution, Forecast, IdempotencyRecord, Job, LastExecution,
-    LateExecution, Outcome, Redrive, TenantStats, TzMovedJob, TzRecompute,
+    LateExecution, MinuteStats, Outcome, Redrive, TenantStats, TzMovedJob, TzRecompute,
 )  # fmt: skip
 from schedulerd.store.sql import QUERIES
 
@@ -457,16 +457,31 @@ class Store:
 
     async def execution_page(
         self, tenant: str, *, job_id: UUID | None, status: str | None, since: datetime | None,
-        until: datetime | None, after: tuple[datetime, UUID] | None, limit: int,
+        until: datetime | None, after: tuple[datetime, UUID] | None, limit: int, phase: str | None = None,
     ) -> list[Execution]:
-        """Newest first; the bounds are always bound (no "IS NULL OR") so the cursor stays an
-        index condition on executions_tenant_recent."""
+        """Newest first, or with phase "past" only those started or settled; phase "upcoming":
+        those not yet started, soonest first. The bounds are always bound (no "IS NULL OR") so
+        the cursor stays an index condition on executions_tenant_recent."""
         lowest, highest = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
-        after = after or (highest, UUID(int=(1 << 128) - 1))
-        rows = await self.db.fetch(
-            QUERIES["execution_page"], tenant, job_id, status, since or lowest, until or highest, after[0], after[1], limit
-        )
+        bounds = (tenant, job_id, status, since or lowest, until or highest)
+        if phase == "upcoming":
+            after = after or (lowest, UUID(int=0))
+            rows = await self.db.fetch(QUERIES["execution_page_upcoming"], *bounds, after[0], after[1], limit)
+        else:
+            after = after or (highest, UUID(int=(1 << 128) - 1))
+            rows = await self.db.fetch(QUERIES["execution_page"], *bounds, after[0], after[1], limit, phase == "past")
         return [Execution.from_row(r) for r in rows]
+
+    async def execution_minutes(self, tenant: str | None, minutes: int) -> tuple[list[MinuteStats], datetime]:
+        """The last `minutes` UTC minutes, oldest first, for one tenant or (None) the fleet; and
+        Postgres's now."""
+        if tenant is None:
+            rows = await self.db.fetch(QUERIES["execution_minutes_fleet"], minutes)
+        else:
+            rows = await self.db.fetch(QUERIES["execution_minutes_tenant"], tenant, minutes)
+        stats = [MinuteStats(r["minute"], r["scheduled"], r["started"], r["succeeded"], r["failed"], r["lag_p50_s"],
+                             r["lag_p99_s"]) for r in rows]  # fmt: skip
+        return stats, rows[0]["now"]
 
     async def execution_tenant_recent_stats(self, tenant: str, window_s: float) -> TenantStats:
         row = await self.db.fetchrow(QUERIES["execution_tenant_recent_stats"], tenant, window_s)
