@@ -13,6 +13,7 @@ const Charts = (() => {
   const round = (v) => Math.round(v * 10) / 10;
   const fmtS = (s) => (s == null ? "–" : s < 1 ? `${(s * 1000).toFixed(0)} ms` : `${s.toFixed(2)} s`);
   const hhmm = (iso) => new Date(iso).toISOString().slice(11, 16);
+  const hhmmss = (iso) => new Date(iso).toISOString().slice(11, 19);
 
   // A nice upper bound for an axis: 1, 2 or 5 times a power of ten, at least `top`.
   function ceiling(top) {
@@ -49,7 +50,7 @@ const Charts = (() => {
       const points = s.values.map((v, i) => (v == null ? null : [round(xOf(i)), round(yOf(v)), v, i])).filter(Boolean);
       const path = points.map(([x, y]) => `${x},${y}`).join(" ");
       const dots = points.map(([x, y, v, i]) => `<circle class="point" cx="${x}" cy="${y}" r="2.5" fill="${COLOURS[s.name]}"
-        data-series="${esc(s.name)}" data-minute="${esc(minutes[i])}" data-value="${esc(v)}"><title>${esc(hhmm(minutes[i]))} UTC ${esc(s.label)} ${esc(unit(v))}</title></circle>`);
+        data-series="${esc(s.name)}" data-minute="${esc(new Date(minutes[i]).toISOString())}" data-value="${esc(v)}"><title>${esc(hhmm(minutes[i]))} UTC ${esc(s.label)} ${esc(unit(v))}</title></circle>`);
       return `<g class="series" data-series="${esc(s.name)}"><polyline fill="none" stroke="${COLOURS[s.name]}" stroke-width="1.5"
         points="${path}"></polyline>${dots.join("")}</g>`;
     }).join("");
@@ -91,10 +92,10 @@ const Charts = (() => {
       const x = round(PAD.left + i * slot);
       return `<a href="#/executions/${esc(r.id)}"><rect class="run" x="${x}" y="${round(PAD.top + plotH - h)}" width="${round(width)}"
         height="${round(h)}" fill="${COLOURS[r.status] || COLOURS.other}" data-id="${esc(r.id)}" data-status="${esc(r.status)}"
-        data-duration="${esc(r.duration_s ?? "")}"><title>${esc(hhmm(r.scheduled_for))} UTC ${esc(r.status)}${
+        data-duration="${esc(r.duration_s ?? "")}"><title>${esc(hhmmss(r.scheduled_for))} UTC ${esc(r.status)}${
         r.duration_s == null ? "" : ` in ${esc(fmtS(r.duration_s))}`}</title></rect></a>`;
     }).join("");
-    return frame(id, label, top, fmtS, body, xLabels(ordered, (i) => PAD.left + i * slot + slot / 2, (r) => hhmm(r.scheduled_for)));
+    return frame(id, label, top, fmtS, body, xLabels(ordered, (i) => PAD.left + i * slot + slot / 2, (r) => hhmmss(r.scheduled_for)));
   }
 
   // The per-minute series of /v1/stats/minutes or the [ops] /stats/minutes, as two charts.
