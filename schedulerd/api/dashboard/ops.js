@@ -28,7 +28,7 @@ async function render() {
       <h2>Due next</h2><figure><figcaption>Executions not yet started due within each window, all tenants</figcaption>${due}</figure>
       <div class="scroll"><table id="forecast-by-tenant"><thead><tr><th>Tenant</th>${windows.map((w) => `<th>${Charts.esc(w)}</th>`).join("")}</tr></thead>
       <tbody>${rows.join("") || `<tr><td colspan="${windows.length + 1}">nothing due</td></tr>`}</tbody></table></div>`;
-    document.getElementById("refreshed").textContent = `refreshed ${new Date().toISOString().slice(0, 19)}Z`;
+    document.getElementById("refreshed").textContent = `refreshed ${new Date().toISOString().slice(0, 19).replace("T", " ")} UTC`;
   } catch (error) {
     view.innerHTML = `<p class="error">${Charts.esc(error.message)}</p>`;
   }
