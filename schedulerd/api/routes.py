@@ -319,7 +319,8 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
         until: Annotated[schemas.Instant | None, Query(description="scheduled before (ISO 8601)")] = None,
         when: Annotated[schemas.Phase | None, Query(
             description="past: started or settled (not pending or queued) and scheduled by now, newest first; "
-                        "upcoming: not yet started (pending or queued), soonest first; unset: all, newest first")] = None,
+                        "upcoming: not yet started (pending or queued), soonest first, read forward from `since` (give one "
+                        "to skip the history); unset: all, newest first")] = None,
         limit: PageSize = 50, cursor: Cursor = None,
     ) -> Any:  # fmt: skip
         if job is not None:

@@ -477,15 +477,16 @@ CROSS JOIN LATERAL (
 -- name: execution_page
 -- One tenant's executions newest first (scheduled_for, id), strictly after the cursor ($6, $7),
 -- optionally of one job ($2) and status ($3), scheduled in [$4, $5), and only past ones when $9:
--- started or settled (not pending or queued) and scheduled by now, so a paused job's cancelled
--- future slots do not lead. Keyset pagination on executions_tenant_recent: a row inserted
--- meanwhile never shifts a later page.
+-- started or settled (not pending or queued) and scheduled by now (a claim needs the row due, so
+-- every started one is), so a paused job's cancelled future slots do not lead. The "by now" bound
+-- is an index condition (now() is stable): the scan starts at the present, not the horizon.
+-- Keyset pagination on executions_tenant_recent: a row inserted meanwhile never shifts a later page.
 SELECT * FROM executions
 WHERE tenant = $1 AND ($2::uuid IS NULL OR job_id = $2) AND ($3::text IS NULL OR status = $3)
   AND scheduled_for >= $4 AND scheduled_for < $5
   AND (scheduled_for, id) < ($6, $7)
-  AND (NOT $9::boolean OR (status NOT IN ('pending', 'queued')
-                           AND (scheduled_for <= clock_timestamp() OR first_started_at IS NOT NULL)))
+  AND scheduled_for <= CASE WHEN $9::boolean THEN now() ELSE 'infinity'::timestamptz END
+  AND (NOT $9::boolean OR status NOT IN ('pending', 'queued'))
 ORDER BY scheduled_for DESC, id DESC
 LIMIT $8;
 

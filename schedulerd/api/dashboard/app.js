@@ -8,6 +8,7 @@ const REFRESH_MS = 3000;
 const TOKEN_KEY = "schedulerd.token";
 const PAGE = 25; // runs per page on a job's page
 const STRIP = 60; // recent runs in a job's strip
+const UPCOMING_SINCE_MS = 24 * 3600 * 1000; // a job's upcoming runs: not yet started, scheduled since a day ago
 const HARMLESS_TASKS = ["log", "noop"]; // the New job form's default, before any other type
 const RUN_STATUSES = ["running", "succeeded", "failed", "skipped", "cancelled"]; // a job's past runs
 const $ = (id) => document.getElementById(id);
@@ -122,7 +123,8 @@ async function jobView(id, query) {
   const status = RUN_STATUSES.includes(filters.get("status")) ? filters.get("status") : "";
   if (status) past.set("status", status);
   if (filters.get("cursor")) past.set("cursor", filters.get("cursor"));
-  const upcoming = new URLSearchParams({ job: id, when: "upcoming", limit: "10" });
+  // Upcoming from a day back: overdue runs still show, and the scan skips the job's history.
+  const upcoming = new URLSearchParams({ job: id, when: "upcoming", limit: "10", since: new Date(Date.now() - UPCOMING_SINCE_MS).toISOString() });
   if (filters.get("up")) upcoming.set("cursor", filters.get("up"));
   const [runs, next, recent] = await Promise.all([
     api("GET", `/v1/executions?${past}`), api("GET", `/v1/executions?${upcoming}`),
@@ -168,7 +170,8 @@ async function jobView(id, query) {
       ${runs.next_cursor ? `<a id="runs-older" href="${esc(path(older))}">older →</a>` : ""}</form>
     <div class="scroll"><table id="executions">${head}
     <tbody>${rows.join("") || `<tr><td colspan="8">No ${esc(status || "past")} runs${filters.get("cursor") ? " on this page" : " yet"}.</td></tr>`}</tbody></table></div>
-    <h2>Upcoming</h2><p class="filters">${filters.get("up") ? `<a id="upcoming-first" href="${esc(path(firstUp))}">soonest</a>` : ""}
+    <h2>Upcoming</h2><p class="note">Not yet started, soonest first (scheduled since 24 hours ago; older ones are under
+      Operator, late runs).</p><p class="filters">${filters.get("up") ? `<a id="upcoming-first" href="${esc(path(firstUp))}">soonest</a>` : ""}
       ${next.next_cursor ? `<a id="upcoming-later" href="${esc(path(later))}">later →</a>` : ""}</p>
     <div class="scroll"><table id="upcoming">${head}
     <tbody>${upcomingRows.join("") || '<tr><td colspan="8">Nothing waiting to start.</td></tr>'}</tbody></table></div>`;
