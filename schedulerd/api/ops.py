@@ -44,7 +44,7 @@ def router(store: Store, queue: DelayQueue, *, top_tenants: int = 20) -> APIRout
     @ops.get("/stats/minutes", include_in_schema=False)
     async def minute_stats(minutes: int = Query(60, ge=1, le=MINUTES_MAX)) -> dict[str, Any]:
         """Fleet-wide, per minute of the last `minutes`, oldest first (as GET /v1/stats/minutes)."""
-        stats, now = await store.execution_minutes(None, minutes)
+        stats, now = await store.execution_minutes_fleet(minutes)
         return {"now": now.isoformat(), "minutes": [minute_view(m) for m in stats]}
 
     @ops.get("/", include_in_schema=False)

@@ -398,7 +398,7 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
     async def minute_stats(
         who: Caller, minutes: Annotated[int, Query(ge=1, le=MINUTES_MAX, description="how many minutes back")] = 60,
     ) -> Any:  # fmt: skip
-        stats, now = await store.execution_minutes(who.tenant, minutes)
+        stats, now = await store.execution_minutes_tenant(who.tenant, minutes)
         return {"tenant": who.tenant, "now": now, "minutes": [minute_view(m) for m in stats]}
 
     @api.get("/overview", response_model=schemas.Overview, tags=["operator"],

@@ -7,7 +7,7 @@ const Charts = (() => {
   const W = 600, H = 160, PAD = { left: 44, right: 8, top: 10, bottom: 22 };
   const COLOURS = { p50: "#2271b1", p99: "#d63638", succeeded: "#68de7c", failed: "#f86368", other: "#c3c4c7",
                     running: "#72aee6", queued: "#f0c33c", pending: "#f0c33c", skipped: "#a7aaad", cancelled: "#8c8f94",
-                    due: "#2271b1" };  // fmt: skip
+                    due: "#2271b1" };
   const PALETTE = ["#2271b1", "#d63638", "#00a32a", "#dba617", "#8c5fc7", "#e26f56", "#1d8a99", "#646970"];
   const esc = (v) => String(v ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
   const round = (v) => Math.round(v * 10) / 10;
