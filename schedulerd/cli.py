@@ -285,7 +285,8 @@ class _Session:
 async def _job_create_from_file(args: argparse.Namespace, config: Config) -> None:
     """--from-file: the per-job flags do not apply (each line says what it wants), --tenant is
     the default tenant of lines that name none."""
-    from schedulerd import bulk_create, registry
+    from schedulerd import bulk_create
+    from schedulerd.tasks import loader
     from schedulerd.client import Client
 
     given = [flag for flag, value in (("--task", args.task), ("--at", args.at), ("--in", args.in_), ("--cron", args.cron),
@@ -293,7 +294,7 @@ async def _job_create_from_file(args: argparse.Namespace, config: Config) -> Non
                                       ("--timeout", args.timeout), ("--window", args.window)) if value is not None]
     if given or args.params != "{}":
         raise ValidationError(given[0] if given else "--params", "does not apply with --from-file (each line gives its own)")
-    registry.load_modules(config.daemon.task_modules)
+    loader.load_modules(config.daemon.task_modules)
     try:
         stream = sys.stdin if args.from_file == "-" else open(args.from_file, encoding="utf-8")  # noqa: SIM115
     except OSError as exc:
@@ -317,7 +318,7 @@ async def _job_create_from_file(args: argparse.Namespace, config: Config) -> Non
 
 
 async def _job_create(args: argparse.Namespace, config: Config) -> None:
-    from schedulerd import registry
+    from schedulerd.tasks import loader
     from schedulerd.core.schedule import Run
     from schedulerd.jobs import labelled_next_runs, validate
 
@@ -327,7 +328,7 @@ async def _job_create(args: argparse.Namespace, config: Config) -> None:
         raise ValidationError("--task", "is required (or --from-file to create many)")
     from schedulerd.task_types import TaskTypes
 
-    registry.load_modules(config.daemon.task_modules)
+    loader.load_modules(config.daemon.task_modules)
     spec = _job_spec(args)
     # Refuse bad input before connecting anywhere; the task name may also be one that only the
     # workers know (they record their types in Postgres), so that one is checked once connected.
@@ -399,7 +400,7 @@ async def _job_action(args: argparse.Namespace, config: Config) -> None:
     job_id = _uuid(args.id, "id")
     async with _Session(config) as jobs:
         if args.job_command == "show":
-            from schedulerd.overrun import overruns
+            from schedulerd.overrun_watch import overruns
 
             job = await jobs.get(job_id)
             judged = (await overruns(jobs.store, [job], config.jobs, await jobs.store.clock_now())).get(job.id)
@@ -598,7 +599,7 @@ def _since(text: str | None) -> datetime:
 
 
 async def _executions_late(args: argparse.Namespace, config: Config, job_id: UUID | None) -> None:
-    from schedulerd.late import LateRuns
+    from schedulerd.late_runs import LateRuns
 
     if args.status:
         raise ValidationError("--status", "cannot be combined with --late (use --reason)")
@@ -622,7 +623,7 @@ async def _executions_late(args: argparse.Namespace, config: Config, job_id: UUI
 
 
 async def _job_why(args: argparse.Namespace, config: Config) -> None:
-    from schedulerd.late import LateRuns
+    from schedulerd.late_runs import LateRuns
 
     job_id = _uuid(args.id, "id")
     async with _Session(config) as jobs:
@@ -713,7 +714,7 @@ async def _executions_show(args: argparse.Namespace, config: Config) -> None:
 
 
 async def _status(args: argparse.Namespace, config: Config) -> None:
-    from schedulerd.late import LateRuns
+    from schedulerd.late_runs import LateRuns
 
     async with _Session(config) as jobs:
         overview = await jobs.store.execution_overview()
@@ -763,7 +764,7 @@ async def _status(args: argparse.Namespace, config: Config) -> None:
 
 async def _breakers(args: argparse.Namespace, config: Config) -> None:
     from schedulerd.core.breaker import parse
-    from schedulerd.queue import Breakers
+    from schedulerd.breaker_states import Breakers
 
     async with _Session(config) as jobs:
         shared = Breakers(jobs.queue.client, config.redis.prefix)

@@ -22,7 +22,7 @@ from uuid import UUID
 import asyncpg
 
 from schedulerd import config as config_module
-from schedulerd import registry
+from schedulerd.tasks import registry
 from schedulerd.clock import ServerClock
 from schedulerd.config import Config
 from schedulerd.core.durations import parse_duration_s, parse_instant

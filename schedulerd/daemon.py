@@ -18,16 +18,17 @@ from typing import Any
 
 import structlog
 
-from schedulerd import clock, health, http_task, registry, systemd, task_types, tzchange, tzdb
+from schedulerd import clock, health, systemd, task_types, tzchange, tzdb
 from schedulerd.config import Config
 from schedulerd.dispatcher import Dispatcher
-from schedulerd.loops import TRANSIENT_ERRORS
 from schedulerd.materialiser import Materialiser
 from schedulerd.observer import Observer
 from schedulerd.queue import DelayQueue
 from schedulerd.retention import Retention
 from schedulerd.store import Store, migrate
 from schedulerd.sweeper import Sweeper
+from schedulerd.tasks import http, loader
+from schedulerd.transient import TRANSIENT_ERRORS
 from schedulerd.worker import Worker
 
 log = structlog.get_logger("schedulerd.daemon")
@@ -61,8 +62,8 @@ def resolve_servers(config: Config, *, start: bool) -> Servers:
 
 async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
     """Run the configured loops until `stop` is set or one of them fails."""
-    registry.load_modules(config.daemon.task_modules)
-    http_task.configure(config.http)
+    loader.load_modules(config.daemon.task_modules)
+    http.configure(config.http)
     if config.daemon.migrate_on_start:
         applied = await migrate(servers.database_url)
         if applied:

@@ -12,22 +12,13 @@ from collections.abc import Awaitable, Callable
 from time import monotonic
 from typing import Any
 
-import asyncpg
-import redis.exceptions
 import structlog
 
 from schedulerd import health
+from schedulerd.transient import TRANSIENT_ERRORS
 
 log = structlog.get_logger("schedulerd.loops")
 
-# Errors a loop waits out: the servers restarting, the network blipping, a statement timing out.
-TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
-    OSError,
-    TimeoutError,
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    redis.exceptions.RedisError,
-)
 BACKOFF_MAX_S = 10.0
 HEALTHY_RUN_S = 60.0  # ran this long without an error: the next one is a new outage
 

@@ -1,4 +1,4 @@
-"""The Redis delay queue: the only module that imports redis. Redis is an index, never the record.
+"""The Redis delay queue. Redis is an index, never the record.
 
 One sorted set per tenant ({prefix}:queue:<tenant>; member = execution id, score = due time in ms
 since the Unix epoch) plus a set of tenants, so the pop can serve tenants round robin. Keys carry
@@ -18,9 +18,11 @@ import redis.asyncio as redis
 
 from schedulerd.models import Enqueue
 
-POP_LIMIT_MAX = 5000  # pop_due-2.lua refuses more (Lua stack limits)
+POP_LIMIT_MAX = 5000  # pop_due-3.lua refuses more (Lua stack limits)
 # Redis is down, paused or unreachable: callers fall back to Postgres and try again later.
 UNREACHABLE = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, OSError, TimeoutError)
+# Every error a call to Redis may raise for a passing reason (unreachable, loading, out of memory).
+REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.RedisError, OSError, TimeoutError)
 
 
 def _lua_dir() -> Path:
@@ -190,85 +192,3 @@ class DelayQueue:
         # {prefix}:queue and {prefix}:epoch: the single queue and marker of before the per-tenant layout.
         legacy = [f"{{{self.prefix}}}:queue", f"{{{self.prefix}}}:epoch"]
         await self.client.delete(*keys, *legacy, self.tenants_key, self.epoch_key, self.breakers_key)
-
-
-class Breakers:
-    """Circuit breakers shared by every replica: one hash, {prefix}:breakers (see
-    record_outcomes-1.lua); the pop returns it with each batch, so reading it costs nothing."""
-
-    def __init__(self, client: redis.Redis, prefix: str) -> None:
-        self.client = client
-        self.key = f"{{{prefix}}}:breakers"
-        self._record_outcomes = client.register_script(load_script("record_outcomes"))
-        self._take_probe = client.register_script(load_script("take_probe"))
-
-    async def record_outcomes(
-        self, summary: dict[str, tuple[bool, int]], threshold: int, open_s: float
-    ) -> list[tuple[str, str]]:
-        """Fold (saw_success, trailing_failures) per key in; returns (key, new state) that changed."""
-        args: list[str | int] = [threshold, max(1, round(open_s * 1000))]
-        for key, (saw_success, trailing) in summary.items():
-            args += [key, int(saw_success), trailing]
-        changed = await self._record_outcomes(keys=[self.key], args=args)
-        return list(zip(changed[::2], changed[1::2]))
-
-    async def take_probe(self, key: str, probe_timeout_s: float) -> tuple[bool, int, int]:
-        """(this caller holds the probe, next probe instant ms, Redis now ms)."""
-        got, probe_at_ms, now_ms = await self._take_probe(keys=[self.key], args=[key, max(1, round(probe_timeout_s * 1000))])
-        return bool(got), int(probe_at_ms), int(now_ms)
-
-    async def states(self) -> dict[str, str]:
-        """Every breaker that is open, half open or counting failures (absent ones are closed)."""
-        return await self.client.hgetall(self.key)
-
-    async def reset(self, key: str) -> bool:
-        """Close a breaker by hand (an operator knows the target is back)."""
-        return bool(await self.client.hdel(self.key, key))
-
-
-class RequestCounter:
-    """Requests per API token in fixed windows (count_request-1.lua), kept in Redis so every
-    replica counts against one limit. Keys: {prefix}:rate:<token id>, expiring with the window."""
-
-    def __init__(self, client: redis.Redis, prefix: str) -> None:
-        self.client = client
-        self.key_prefix = f"{{{prefix}}}:rate:"
-        self._count_request = client.register_script(load_script("count_request"))
-
-    async def count_request(self, token_id: str, window_s: float) -> tuple[int, float] | None:
-        """(requests in this window including this one, seconds until it resets); None when
-        Redis cannot answer: the API then serves without a limit rather than not at all."""
-        try:
-            count, reset_ms = await self._count_request(
-                keys=[self.key_prefix + token_id], args=[max(1, round(window_s * 1000))]
-            )
-        except (redis.RedisError, OSError):
-            return None
-        return int(count), int(reset_ms) / 1000
-
-    async def count_seen(self, name: str) -> int | None:
-        """The count of `name`'s current window without counting a request (None: Redis cannot
-        answer). The API peeks at an address's failed authentications before looking a token up."""
-        try:
-            value = await self.client.get(self.key_prefix + name)
-        except (redis.RedisError, OSError):
-            return None
-        return int(value) if value is not None else 0
-
-    async def count_items(self, token_id: str, window_s: float, items: int) -> tuple[int, float] | None:
-        """count_request for `items` more at once (a batch counts its items); the same counter
-        and window. One MULTI (INCRBY, PEXPIRE NX, PTTL): atomic like the script, no Lua needed."""
-        try:
-            async with self.client.pipeline(transaction=True) as pipe:
-                key = self.key_prefix + token_id
-                pipe.incrby(key, items)
-                pipe.pexpire(key, max(1, round(window_s * 1000)), nx=True)
-                pipe.pttl(key)
-                count, _, reset_ms = await pipe.execute()
-        except (redis.RedisError, OSError):
-            return None
-        return int(count), max(0, int(reset_ms)) / 1000
-
-    async def delete_all(self) -> None:
-        async for key in self.client.scan_iter(match=self.key_prefix + "*", count=1000):
-            await self.client.delete(key)

@@ -14,7 +14,7 @@ from uuid import UUID
 
 import structlog
 
-from schedulerd import metrics, overlap
+from schedulerd import metrics, overlap_claims
 from schedulerd.config import SweeperConfig
 from schedulerd.loops import every
 from schedulerd.models import Enqueue, ExecutionStatus
@@ -74,7 +74,7 @@ class Sweeper:
         reclaimed = len(requeue)
         # Waiting occurrences of guarded jobs whose running execution stopped without releasing
         # them: reclaimed just now, parked, handed back, or its worker died after the finish.
-        released = await overlap.release(self.store, await self.store.job_overlap_stalled(self.config.batch_size))
+        released = await overlap_claims.release(self.store, await self.store.job_overlap_stalled(self.config.batch_size))
         requeue += released
         metrics.LEASE_RECLAIMS.labels("requeued").inc(reclaimed)
         metrics.LEASE_RECLAIMS.labels("failed").inc(failed)

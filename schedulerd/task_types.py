@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from schedulerd import registry
+from schedulerd.tasks import registry
 from schedulerd.store import Store
 
 REFRESH_S = 5.0  # how long the set read from Postgres is trusted before it is read again

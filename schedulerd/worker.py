@@ -25,17 +25,20 @@ from uuid import UUID
 
 import structlog
 
-from schedulerd import faults, health, metrics, overlap, registry
+from schedulerd import faults, health, metrics, overlap_claims
+from schedulerd.breaker_states import Breakers
 from schedulerd.config import BreakerConfig, JobsConfig, LateConfig, WorkerConfig
 from schedulerd.core import breaker, late
 from schedulerd.core.backoff import after_failure
 from schedulerd.core.limits import admit
 from schedulerd.errors import ValidationError
-from schedulerd.loops import TRANSIENT_ERRORS, retrying
+from schedulerd.loops import retrying
 from schedulerd.models import AttemptOutcome, Claim, Enqueue, ExecutionStatus, Outcome
-from schedulerd.overrun import OverrunWatch
-from schedulerd.queue import UNREACHABLE, Breakers, DelayQueue, Pop
+from schedulerd.overrun_watch import OverrunWatch
+from schedulerd.queue import UNREACHABLE, DelayQueue, Pop
 from schedulerd.store import REFUSED_ERRORS, RETRYABLE_ERRORS, Store
+from schedulerd.tasks import registry
+from schedulerd.transient import TRANSIENT_ERRORS
 
 log = structlog.get_logger("schedulerd.worker")
 
@@ -180,7 +183,7 @@ class Worker:
             claimed = {str(c.id) for c in claims}
             missed = [i for i in popped if i not in claimed]
             try:
-                judged = await overlap.claim_guarded(
+                judged = await overlap_claims.claim_guarded(
                     self.store, missed, self.config.lease_s, self.worker_id, **self._claim_terms
                 )
                 claims, settled = claims + judged.claims, judged.settled
@@ -222,7 +225,7 @@ class Worker:
         """The fallback while Redis is unreachable: claim due rows straight from Postgres."""
         lease_s, worker, terms = self.config.lease_s, self.worker_id, self._claim_terms
         claims, guarded = await self.store.execution_claim_due(limit, lease_s, worker, **terms)
-        return claims + (await overlap.claim_guarded(self.store, guarded, lease_s, worker, **terms)).claims
+        return claims + (await overlap_claims.claim_guarded(self.store, guarded, lease_s, worker, **terms)).claims
 
     def _main_running(self) -> int:
         return len(self.running) - self._slow_running
@@ -473,7 +476,7 @@ class Worker:
         if guarded_jobs:
             # Their job is free now: a waiting occurrence (buffer_one, cancel_other) starts at once.
             try:
-                retries += await overlap.release(self.store, guarded_jobs)  # type: ignore[arg-type]
+                retries += await overlap_claims.release(self.store, guarded_jobs)  # type: ignore[arg-type]
             except TRANSIENT_ERRORS as exc:  # the sweeper releases stalled waiting occurrences
                 log.warning("worker.overlap_release_failed", jobs=len(guarded_jobs), error=str(exc))
         if retries:

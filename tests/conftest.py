@@ -20,7 +20,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from schedulerd import registry
+from schedulerd.tasks import loader
 from schedulerd.config import Config, DispatcherConfig, JobsConfig, SweeperConfig, WorkerConfig
 from schedulerd.jobs import Jobs, JobSpec
 from schedulerd.log import configure as configure_logging
@@ -119,7 +119,7 @@ async def queue(redis_url: str, redis_prefix: str) -> AsyncIterator[DelayQueue]:
 @pytest.fixture
 def config() -> Config:
     """Settings sized for tests: short leases and sweeps, fast retries."""
-    registry.load_modules([])
+    loader.load_modules([])
     return Config(
         worker=WorkerConfig(concurrency=16, batch_size=50, poll_max_s=0.05, lease_s=2.0, heartbeat_s=0.5, shutdown_grace_s=1.0),
         dispatcher=DispatcherConfig(interval_s=0.2, horizon_s=300.0),

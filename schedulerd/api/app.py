@@ -1,72 +1,35 @@
 """The HTTP API's application: create_app() wires services, auth, limits and error handling
-into FastAPI; routes.py holds the endpoints. Every refusal is JSON: {"error": {code, message,
+into FastAPI; routes.py and late_routes.py hold the endpoints, errors.py the refusals. Every refusal is JSON: {"error": {code, message,
 field, limit}}. The tenant always comes from the bearer token, never from the request."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
-import structlog
 from fastapi import FastAPI, Request, Security
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from schedulerd import registry
-from schedulerd.api.schemas import BODY_FIELDS, ErrorBody
+from schedulerd.tasks import loader
+from schedulerd.api import late_routes, ops, routes
+from schedulerd.api.errors import ERRORS, ApiError, error_response, install_error_handlers
+from schedulerd.api.services import Services
 from schedulerd.config import Config
-from schedulerd.errors import NotFoundError, ValidationError
 from schedulerd.intake import Intake, SharedBatches
 from schedulerd.jobs import Jobs
-from schedulerd.queue import DelayQueue, RequestCounter
+from schedulerd.queue import DelayQueue
+from schedulerd.rate_limits import RequestCounter
 from schedulerd.store import Store
 from schedulerd.task_types import TaskTypes
 from schedulerd.tenants import Principal, Tenants
 
-log = structlog.get_logger("schedulerd.api")
 BATCH_PATH = "/v1/jobs/batch"  # its body may be up to api.max_batch_body_bytes
 DASHBOARD_DIR = Path(__file__).with_name("dashboard")
-ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorBody, "description": text}
-    for status, text in [(400, "more than one Authorization header"), (401, "no valid bearer token"), (404, "no such object for this tenant"),
-                         (413, "request body over api.max_body_bytes"), (422, "invalid input: `field` says which"),
-                         (429, "over api.rate_limit requests in api.rate_window_s, or api.auth_failure_limit "
-                               "requests without a valid token from this address (see Retry-After)")]
-}  # fmt: skip
-
-
-class ApiError(Exception):
-    def __init__(
-        self, status: int, code: str, message: str, *, field: str | None = None, limit: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:  # fmt: skip
-        super().__init__(message)
-        self.status, self.code, self.message, self.field, self.limit = status, code, message, field, limit
-        self.headers = headers
-
-
-def error_response(error: ApiError) -> JSONResponse:
-    body = {"error": {"code": error.code, "message": error.message, "field": error.field, "limit": error.limit}}
-    return JSONResponse(body, status_code=error.status, headers=error.headers)
-
-
-@dataclass(frozen=True)
-class Services:
-    jobs: Jobs
-    store: Store
-    queue: DelayQueue
-    config: Config
-    tenants: Tenants
-    counter: RequestCounter
-    intake: Intake  # batched creates
-    shared: SharedBatches  # single creates, written together with concurrent ones
 
 
 class BodyLimit:
@@ -153,70 +116,9 @@ def _unstorable_query_parameter(query_string: bytes) -> str | None:
     return None
 
 
-def _pydantic_error(exc: RequestValidationError) -> ApiError:
-    return pydantic_error(exc.errors())
-
-
-def pydantic_error(errors: Sequence[Any]) -> ApiError:
-    """The first error, with its location ("body", "query", "header", then the path) turned
-    into the field a user wrote."""
-    first = errors[0]
-    loc = [str(part) for part in first.get("loc", ())]
-    where, path = (loc[0], loc[1:]) if loc else ("body", [])
-    if first.get("type") == "json_invalid":
-        return ApiError(422, "validation", f"is not valid JSON: {first.get('ctx', {}).get('error', first['msg'])}", field="body")
-    if where == "header":
-        field = "-".join(p.title() for p in path[0].replace("_", "-").split("-")) if path else "header"
-    else:
-        field = ".".join(path) or "body"
-    message = str(first.get("msg", "is invalid")).removeprefix("Value error, ")
-    if first.get("type") == "extra_forbidden":
-        message = "is not a field of this request" + (" (the tenant comes from the token)" if field == "tenant" else "")
-    if field == "limit" and where == "query" and first.get("type") == "less_than_equal":
-        return ApiError(422, "limit_exceeded", f"page size {message[0].lower()}{message[1:]}", field="limit",
-                        limit="api.page_size_max")  # fmt: skip
-    return ApiError(422, "validation", message, field=field)
-
-
-def _install_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(ApiError)
-    async def api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return error_response(exc)
-
-    @app.exception_handler(RequestValidationError)
-    async def request_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(_pydantic_error(exc))
-
-    @app.exception_handler(ValidationError)
-    async def spec_invalid(request: Request, exc: ValidationError) -> JSONResponse:
-        field = BODY_FIELDS.get(exc.field, exc.field)
-        if exc.limit:
-            return error_response(ApiError(422, "limit_exceeded", exc.message, field=field, limit=exc.limit))
-        return error_response(ApiError(422, "validation", exc.message, field=field))
-
-    @app.exception_handler(NotFoundError)
-    async def not_found(request: Request, exc: NotFoundError) -> JSONResponse:
-        return error_response(ApiError(404, "not_found", str(exc)))
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        if exc.status_code == 400:  # FastAPI's "error parsing the body": not UTF-8, or nested past the parser
-            return error_response(ApiError(422, "validation", "is not valid JSON (UTF-8, reasonably nested)", field="body"))
-        codes = {404: "not_found", 405: "method_not_allowed"}
-        return error_response(ApiError(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail),
-                                       headers=exc.headers))  # fmt: skip
-
-    @app.exception_handler(Exception)
-    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("api.error", path=request.url.path)
-        return error_response(ApiError(500, "internal", "internal error; the server log has the details"))
-
-
 def create_app(jobs: Jobs, store: Store, queue: DelayQueue, config: Config) -> FastAPI:
     """The API and dashboard over these services (the daemon's own, or a test's)."""
-    from schedulerd.api import late_routes, routes
-
-    registry.load_modules(config.daemon.task_modules)
+    loader.load_modules(config.daemon.task_modules)
     intake = Intake(store, queue, config, TaskTypes(store, config.jobs.task_types_seen_within_s))
     services = Services(jobs, store, queue, config, Tenants(store, config.api.token_cache_s),
                         RequestCounter(queue.client, config.redis.prefix),
@@ -253,7 +155,7 @@ def create_app(jobs: Jobs, store: Store, queue: DelayQueue, config: Config) -> F
         "an IANA zone) and see what happened. Every request needs `Authorization: Bearer <token>`.",
         docs_url=None, redoc_url=None, responses=ERRORS,  # /docs below: FastAPI's loads Swagger UI from a CDN
     )  # fmt: skip
-    _install_error_handlers(app)
+    install_error_handlers(app)
     app.include_router(late_routes.router(services, caller))  # first: /v1/executions/late is not an execution id
     app.include_router(routes.router(services, caller))
     app.mount("/dashboard", StaticFiles(directory=DASHBOARD_DIR), name="dashboard")
@@ -274,10 +176,8 @@ def create_app(jobs: Jobs, store: Store, queue: DelayQueue, config: Config) -> F
 def create_ops_app(store: Store, queue: DelayQueue, config: Config) -> FastAPI:
     """The operator endpoints (/metrics, /forecast, /stats/minutes, /healthz, /readyz, and the
     page at / charting them), for the [ops] listener only: the tenant app above serves none of them."""
-    from schedulerd.api import ops
-
     app = FastAPI(title="schedulerd operator endpoints", docs_url=None, redoc_url=None, openapi_url=None)
-    _install_error_handlers(app)
+    install_error_handlers(app)
     app.include_router(ops.router(store, queue, top_tenants=config.forecast.top_tenants))
     app.mount("/dashboard", StaticFiles(directory=DASHBOARD_DIR), name="dashboard")  # the page's script and style
     app.add_middleware(SecurityHeaders)

@@ -1,4 +1,4 @@
-"""Issue 9's tenant endpoints: late and missed occurrences, "why didn't job X run at T?", and the
+"""The tenant endpoints about lateness: late and missed occurrences, "why didn't job X run at T?", and the
 known future load. Scoped to the caller's tenant like every /v1 route; another tenant's job is
 "not found". Included before routes.py's router, so /v1/executions/late is not read as an id."""
 
@@ -10,10 +10,11 @@ from uuid import UUID
 from fastapi import APIRouter, Depends, Query
 
 from schedulerd.api import schemas
-from schedulerd.api.app import ERRORS, ApiError, Services
-from schedulerd.api.routes import attempt_view, execution_view
+from schedulerd.api.errors import ERRORS, ApiError
+from schedulerd.api.services import Services
+from schedulerd.api.views import attempt_view, execution_view
 from schedulerd.core import late
-from schedulerd.late import LateRuns
+from schedulerd.late_runs import LateRuns
 from schedulerd.tenants import Principal
 
 

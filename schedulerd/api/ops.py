@@ -9,6 +9,7 @@ the busiest tenants and the hosts they call. No token: keep [ops].host private.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Query, Response
@@ -16,14 +17,14 @@ from fastapi.responses import FileResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from schedulerd import health
-from schedulerd.api.app import DASHBOARD_DIR
-from schedulerd.api.routes import MINUTES_MAX, minute_view
+from schedulerd.api.views import MINUTES_MAX, minute_view
 from schedulerd.core import late
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store
 from schedulerd.store.store import MIGRATIONS_DIR
 
 CHECK_TIMEOUT_S = 2.0
+PAGE = Path(__file__).with_name("dashboard") / "ops.html"  # its script and style: /dashboard/ (app.py)
 
 
 def router(store: Store, queue: DelayQueue, *, top_tenants: int = 20) -> APIRouter:
@@ -49,7 +50,7 @@ def router(store: Store, queue: DelayQueue, *, top_tenants: int = 20) -> APIRout
 
     @ops.get("/", include_in_schema=False)
     async def page() -> FileResponse:
-        return FileResponse(DASHBOARD_DIR / "ops.html")
+        return FileResponse(PAGE)
 
     @ops.get("/metrics", include_in_schema=False)
     async def metrics() -> Response:

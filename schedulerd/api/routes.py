@@ -17,95 +17,30 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError as PydanticValidationError
 
-from schedulerd import registry
+from schedulerd.tasks import registry
 from schedulerd.api import schemas
-from schedulerd.api.app import ERRORS, ApiError, Services, pydantic_error
+from schedulerd.api.errors import ERRORS, ApiError, pydantic_error
+from schedulerd.api.services import Services
+from schedulerd.api.views import MINUTES_MAX, attempt_view, execution_view, job_view, minute_view, redrive_view
 from schedulerd.core.durations import parse_instant
-from schedulerd.core.overrun import Overrun
-from schedulerd.core.targets import redact
-from schedulerd.core.tenant_view import tenant_error
 from schedulerd.dead_letters import DeadLetters, FailedFilter
 from schedulerd.errors import ValidationError
 from schedulerd.intake import Enqueued, EnqueuedExecution, Item, Refused
-from schedulerd.jobs import labelled_next_runs, next_runs, schedule_of, validate
-from schedulerd.models import ApiToken, Attempt, Execution, Job, LastExecution, MinuteStats, Redrive
-from schedulerd.overrun import overruns
+from schedulerd.jobs import labelled_next_runs, validate
+from schedulerd.models import ApiToken, Execution, Job
+from schedulerd.overrun_watch import overruns
 from schedulerd.store import Store
 from schedulerd.tenants import Principal
 
 log = structlog.get_logger("schedulerd.api")
-NEXT_RUNS = 5
-MINUTES_MAX = 180  # GET /v1/stats/minutes and the [ops] /stats/minutes look back at most 3 hours
 FAILED_FILTERS = {"job", "task", "error", "since", "until", "limit", "cursor"}  # GET /v1/executions/failed
 IDEMPOTENCY_KEY = Header(None, alias="Idempotency-Key", min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$",
                          description="repeat a create safely: the same key returns the first result")  # fmt: skip
 
 
-def job_view(job: Job, now: datetime, last: LastExecution | None = None, overrun: Overrun | None = None,
-             fraction: float = 0.8) -> schemas.Job:
-    state = "deleted" if job.deleted_at else "enabled" if job.enabled else "paused"
-    return schemas.Job(
-        id=job.id, tenant=job.tenant, name=job.name, task=job.task, params=_shown_params(job), schedule_kind=job.schedule_kind,
-        run_at=job.run_at, cron=job.cron, timezone=job.timezone,
-        misfire=schemas.MisfirePolicy(policy=job.misfire_policy, catch_up_limit=job.catch_up_limit),
-        window_s=job.window_s, retry=schemas.Retry(max_attempts=job.max_attempts, backoff_base_s=job.backoff_base_s,
-        backoff_factor=job.backoff_factor, backoff_max_s=job.backoff_max_s), timeout_s=job.timeout_s,
-        overlap=job.overlap, state=state,
-        created_at=job.created_at, updated_at=job.updated_at, deleted_at=job.deleted_at,
-        pause=schemas.Pause(note=job.paused_note, by=job.paused_by, at=job.paused_at) if state == "paused" else None,
-        next_runs=next_runs(job, now, NEXT_RUNS) if state == "enabled" else [],
-        last_execution=schemas.LastExecution(id=last.id, status=last.status, scheduled_for=last.scheduled_for,
-                                             finished_at=last.finished_at) if last else None,
-        dst_repeated=schedule_of(job).repeated if job.cron else None,
-        dst_missing=schedule_of(job).missing if job.cron else None, tzdata_version=job.tzdata_version,
-        overrun=schemas.Overrun(warning=overrun.warning, p95_s=overrun.p95_s, interval_s=overrun.interval_s,
-                                ratio=overrun.ratio, fraction=fraction, samples=overrun.samples) if overrun else None,
-    )  # type: ignore[arg-type]  # fmt: skip
-
-
-def _shown_params(job: Job) -> dict[str, Any]:
-    """A job's params as the API shows them: an http target's URL without its credentials."""
-    url = job.params.get("url")
-    if job.task == "http" and isinstance(url, str):
-        return {**job.params, "url": redact(url)}
-    return job.params
-
-
-def execution_view(execution: Execution) -> dict[str, Any]:
-    started = execution.first_started_at
-    return {
-        "id": execution.id, "job_id": execution.job_id, "scheduled_for": execution.scheduled_for,
-        "due_at": execution.due_at, "status": execution.status, "reason": execution.reason,
-        "attempt": execution.attempt, "worker": execution.worker, "enqueued_at": execution.enqueued_at,
-        "first_started_at": started, "started_at": execution.started_at, "finished_at": execution.finished_at,
-        "last_error": tenant_error(execution.last_error),
-        "start_lag_s": (started - execution.scheduled_for).total_seconds() if started else None,
-        "duration_s": (execution.finished_at - execution.started_at).total_seconds()
-        if execution.finished_at and execution.started_at else None,
-        "origin": execution.origin, "redrives": execution.redrives,
-        "late_reason": execution.late_reason,
-    }  # fmt: skip
-
-
-def minute_view(m: MinuteStats) -> dict[str, Any]:
-    return {"minute": m.minute, "scheduled": m.scheduled, "started": m.started, "succeeded": m.succeeded,
-            "failed": m.failed, "lag_p50_s": m.lag_p50_s, "lag_p99_s": m.lag_p99_s}  # fmt: skip
-
-
-def redrive_view(redrive: Redrive) -> dict[str, Any]:
-    return {"fence": redrive.fence, "redriven_at": redrive.redriven_at, "redriven_by": redrive.redriven_by,
-            "attempts_before": redrive.attempts_before, "error_before": tenant_error(redrive.error_before)}  # fmt: skip
-
-
 def actor(who: Principal) -> str:
     """Who acted, as recorded on a pause or redrive: the token's tenant and id prefix."""
     return f"api:{who.tenant} (token {str(who.token_id)[:8]})"
-
-
-def attempt_view(attempt: Attempt) -> dict[str, Any]:
-    return {"attempt": attempt.attempt, "worker": attempt.worker, "started_at": attempt.started_at,
-            "finished_at": attempt.finished_at, "duration_s": attempt.duration_s, "outcome": attempt.outcome,
-            "error": tenant_error(attempt.error)}  # fmt: skip
 
 
 def encode_cursor(at: datetime, row_id: UUID) -> str:

@@ -1,4 +1,4 @@
-"""Store: one async method per query in queries.sql, returning dataclasses; plus migrations."""
+"""Store: one async method per query in queries/*.sql, returning dataclasses; plus migrations."""
 
 from __future__ import annotations
 
@@ -31,6 +31,8 @@ RETRYABLE_ERRORS: tuple[type[BaseException], ...] = (
 )  # fmt: skip
 # Any other error from Postgres refused the statement for what it carries: the same rows fail again.
 REFUSED_ERRORS: tuple[type[BaseException], ...] = (asyncpg.PostgresError,)
+# Every error a Store call may raise: from Postgres, the driver or the network.
+POSTGRES_ERRORS: tuple[type[BaseException], ...] = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
 CopySink = Callable[[bytes], Awaitable[None]]
 
 
@@ -341,7 +343,7 @@ class Store:
         rows = await self.db.fetch(QUERIES["execution_reclaim_expired"], limit, live_holder_grace_s, down_after_s)
         return [dict(r) for r in rows]
 
-    # --- overlap policies: call the job_lock_* ones inside a transaction (schedulerd/overlap.py) --
+    # --- overlap policies: call the job_lock_* ones inside a transaction (schedulerd/overlap_claims.py) --
 
     async def job_lock_overlap(self, execution_ids: Sequence[str | UUID]) -> list[UUID]:
         ids = list(execution_ids)

@@ -25,12 +25,12 @@ def live_api(database_url: str, redis_url: str) -> Iterator[tuple[ApiServer, str
     from dataclasses import replace
     from uuid import uuid4
 
-    from schedulerd import registry
+    from schedulerd.tasks import loader
     from schedulerd.config import ApiConfig, RedisConfig
     from schedulerd.store import Store
     from schedulerd.tenants import Tenants
 
-    registry.load_modules([])
+    loader.load_modules([])
     config = Config(redis=RedisConfig(prefix=f"schedulerd-test-{uuid4().hex[:12]}"), api=ApiConfig(rate_limit=1_000_000))
     server = ApiServer(replace(config), database_url, redis_url).start()
 

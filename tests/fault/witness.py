@@ -17,7 +17,7 @@ from typing import Any
 
 import asyncpg
 
-from schedulerd.registry import TaskContext, task
+from schedulerd.tasks.registry import TaskContext, task
 
 _pool: asyncpg.Pool | None = None
 _pool_lock = asyncio.Lock()

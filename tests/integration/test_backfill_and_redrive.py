@@ -15,7 +15,7 @@ from schedulerd.errors import NotFoundError, ValidationError
 from schedulerd.jobs import Jobs, JobSpec
 from schedulerd.materialiser import Materialiser
 from schedulerd.models import ExecutionStatus
-from schedulerd.registry import TaskContext, task
+from schedulerd.tasks.registry import TaskContext, task
 from tests.integration.conftest import run_until_idle
 
 failing: set[str] = set()  # params["key"] values whose executions fail for now

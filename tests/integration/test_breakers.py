@@ -10,20 +10,20 @@ from dataclasses import replace
 
 import pytest
 
-from schedulerd import http_task
+from schedulerd.tasks import http
 from schedulerd.config import BreakerConfig, HttpConfig
 from schedulerd.core.breaker import parse
 from schedulerd.models import ExecutionStatus
-from schedulerd.queue import Breakers
+from schedulerd.breaker_states import Breakers
 from schedulerd.worker import Worker
 from tests.http_target import Target, serve
 
 
 @pytest.fixture
 def target() -> Iterator[Target]:
-    http_task.configure(HttpConfig(allow_hosts=("127.0.0.1:*",)))
+    http.configure(HttpConfig(allow_hosts=("127.0.0.1:*",)))
     yield from serve()
-    http_task.configure(HttpConfig())
+    http.configure(HttpConfig())
 
 
 async def test_state_machine_in_lua(queue) -> None:

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from schedulerd import http_task
+from schedulerd.tasks import http
 from schedulerd.config import HttpConfig
 from schedulerd.models import ExecutionStatus
 from tests.http_target import Reply, Target, serve
@@ -23,9 +23,9 @@ def target() -> Iterator[Target]:
 
 @pytest.fixture
 def allow_local() -> Iterator[None]:
-    http_task.configure(HttpConfig(allow_hosts=("127.0.0.1:*",)))
+    http.configure(HttpConfig(allow_hosts=("127.0.0.1:*",)))
     yield
-    http_task.configure(HttpConfig())
+    http.configure(HttpConfig())
 
 
 async def test_success_sends_ids_and_records_status_and_excerpt(target, allow_local, make_job, make_worker, store) -> None:
@@ -108,7 +108,7 @@ async def test_timeouts_and_connection_errors_retry(target, allow_local, make_jo
 
 
 async def test_private_address_is_refused_unless_allowed(target, make_job, make_worker, store) -> None:
-    http_task.configure(HttpConfig())  # the default: private ranges refused
+    http.configure(HttpConfig())  # the default: private ranges refused
     _, execution = await make_job("http", params={"url": target.url}, max_attempts=3)
 
     finished = await run_until_idle(make_worker(), store, execution.id)
@@ -143,7 +143,7 @@ async def test_local_failures_are_permanent_and_never_count_against_the_breaker(
 ) -> None:
     """A request that fails before a byte is sent (a header value no header can carry, a reserved
     header) is the params' fault: failed at once, the target never called, its breaker untouched."""
-    from schedulerd.queue import Breakers
+    from schedulerd.breaker_states import Breakers
 
     bad = [{"X-A": "a\r\nX-Injected: 1"}, {"X-A": "\u20ac"}, {"host": "evil.example"}, {"Transfer-Encoding": "chunked"}]
     executions = [(await make_job("http", params={"url": target.url, "headers": h}, max_attempts=3))[1]

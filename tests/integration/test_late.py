@@ -14,7 +14,7 @@ from prometheus_client import REGISTRY
 
 from schedulerd.config import Config
 from schedulerd.jobs import Jobs, JobSpec
-from schedulerd.late import LateRuns
+from schedulerd.late_runs import LateRuns
 from schedulerd.materialiser import Materialiser
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store

@@ -7,7 +7,7 @@ import asyncio
 import time
 from typing import Any
 
-from schedulerd import metrics, overlap
+from schedulerd import metrics, overlap_claims
 from schedulerd.jobs import Jobs
 from schedulerd.models import AttemptOutcome, Execution, ExecutionStatus
 from tests.conftest import wait_for
@@ -46,7 +46,7 @@ async def test_racing_replicas_never_start_two_executions_of_one_guarded_job(mak
             _, executions = await _job_with_occurrences(make_job, store, queue, config, 4, policy=policy)
             ids = [str(e.id) for e in executions]
             # Four replicas each claim one of the job's executions at the same moment.
-            judged = await asyncio.gather(*(overlap.claim_guarded(store, [i], 30.0, f"replica-{n}") for n, i in enumerate(ids)))
+            judged = await asyncio.gather(*(overlap_claims.claim_guarded(store, [i], 30.0, f"replica-{n}") for n, i in enumerate(ids)))
             assert sum(len(j.claims) for j in judged) == 1, policy
             assert sum(j.settled for j in judged) == 3, policy
             statuses = [(await _get(store, e)).status for e in executions]
@@ -62,7 +62,7 @@ async def test_buffer_one_starts_the_waiting_occurrence_when_the_running_one_fin
     make_job, make_worker, store, queue, config
 ) -> None:
     job, (first, second, third) = await _job_with_occurrences(make_job, store, queue, config, 3, policy="buffer_one", seconds=0.5)
-    running = (await overlap.claim_guarded(store, [str(first.id)], 30.0, "worker-a")).claims
+    running = (await overlap_claims.claim_guarded(store, [str(first.id)], 30.0, "worker-a")).claims
     assert [c.id for c in running] == [first.id]
     worker = make_worker("worker-b")
     assert await worker.run_once() == 0  # pops the two others: one waits, one is skipped
@@ -89,7 +89,7 @@ async def test_buffer_one_starts_the_waiting_occurrence_when_the_running_one_fin
 async def test_buffer_one_waiting_occurrence_survives_a_dead_worker(make_job, make_worker, store, queue, config, sweeper) -> None:
     _, (first, second) = await _job_with_occurrences(make_job, store, queue, config, 2, policy="buffer_one")
     # A worker claims the first and dies: nobody heartbeats or finishes it.
-    assert len((await overlap.claim_guarded(store, [str(first.id)], 0.3, "doomed")).claims) == 1
+    assert len((await overlap_claims.claim_guarded(store, [str(first.id)], 0.3, "doomed")).claims) == 1
     worker = make_worker("worker-b")
     assert await worker.run_once() == 0
     assert (await _get(store, second)).reason == "overlap_buffered"
@@ -177,7 +177,7 @@ async def test_cancel_other_on_a_dead_worker_cancels_it_at_reclaim_and_starts_th
     make_job, make_worker, store, queue, config, sweeper
 ) -> None:
     _, (first, second) = await _job_with_occurrences(make_job, store, queue, config, 2, policy="cancel_other")
-    assert len((await overlap.claim_guarded(store, [str(first.id)], 0.3, "doomed")).claims) == 1
+    assert len((await overlap_claims.claim_guarded(store, [str(first.id)], 0.3, "doomed")).claims) == 1
     before = metrics.OVERLAP_DECISIONS.labels("cancel_other", "cancel_requested")._value.get()
     worker = make_worker("worker-b")
     assert await worker.run_once() == 0

@@ -11,7 +11,7 @@ from structlog.testing import capture_logs
 
 from schedulerd import metrics
 from schedulerd.core.ids import execution_id
-from schedulerd.overrun import OverrunWatch, overruns
+from schedulerd.overrun_watch import OverrunWatch, overruns
 from schedulerd.store import Store
 
 

@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from schedulerd.models import ExecutionStatus
-from schedulerd.registry import TaskContext, task
+from schedulerd.tasks.registry import TaskContext, task
 from tests.conftest import wait_for
 
 

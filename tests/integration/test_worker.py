@@ -12,7 +12,7 @@ import asyncpg
 
 from schedulerd import health
 from schedulerd.models import AttemptOutcome, ExecutionStatus, Outcome
-from schedulerd.registry import TaskContext, task
+from schedulerd.tasks.registry import TaskContext, task
 from schedulerd.sweeper import Sweeper
 from tests.integration.conftest import run_until_idle, settle
 

@@ -1,4 +1,4 @@
-"""Static checks: queries.sql parses with unique names; every Lua script documents its KEYS and ARGV."""
+"""Static checks: store/queries/*.sql parse with names unique across files; every Lua script documents its KEYS and ARGV."""
 
 import re
 from pathlib import Path
@@ -18,6 +18,20 @@ def test_every_query_has_a_store_method() -> None:
 def test_duplicate_query_names_are_refused() -> None:
     with pytest.raises(ValueError, match="defined twice"):
         sql.parse("-- name: a\nSELECT 1;\n-- name: a\nSELECT 2;\n")
+
+
+def test_a_name_is_unique_across_files() -> None:
+    with pytest.raises(ValueError, match=r"b.sql: query 'a' is defined twice \(also in a.sql\)"):
+        sql.load([("a.sql", "-- name: a\nSELECT 1;\n"), ("b.sql", "-- name: a\nSELECT 2;\n")])
+
+
+def test_every_queries_file_is_loaded() -> None:
+    """The lint below sees every statement: each file's names are in QUERIES."""
+    files = sorted(sql.QUERIES_DIR.glob("*.sql"))
+    assert len(files) > 1
+    for path in files:
+        names = re.findall(r"^-- name: (\w+)", path.read_text(), re.MULTILINE)
+        assert names and set(names) <= set(sql.QUERIES), path.name
 
 
 @pytest.mark.parametrize("path", sorted(LUA_DIR.glob("*.lua")), ids=lambda p: p.name)

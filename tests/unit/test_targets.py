@@ -6,8 +6,8 @@ import pytest
 
 from schedulerd.config import HttpConfig
 from schedulerd.core.targets import address_refusal, host_listed, is_private, refusal
-from schedulerd.http_task import breaker_key, parse_params, parse_retry_after, redact
-from schedulerd.registry import PermanentError
+from schedulerd.tasks.http import breaker_key, parse_params, parse_retry_after, redact
+from schedulerd.tasks.registry import PermanentError
 
 
 # Every address class a tenant must not reach, and the IPv6 forms that wrap one (a relay or the

@@ -7,9 +7,8 @@ downstream and pass ctx.fence to any sink that can reject stale writers.
 
 from __future__ import annotations
 
-import importlib
 import inspect
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
@@ -103,11 +102,3 @@ def get(name: str) -> Task:
 
 def names() -> list[str]:
     return sorted(_TASKS)
-
-
-def load_modules(modules: Iterable[str]) -> None:
-    """Import the configured task modules (and the built-ins) so their @task calls run."""
-    importlib.import_module("schedulerd.tasks")
-    for module in modules:
-        importlib.import_module(module)
-

@@ -17,9 +17,9 @@ from schedulerd import metrics
 from schedulerd.config import JobsConfig
 from schedulerd.core.overrun import Overrun, assess, shortest_interval_s, worth_checking
 from schedulerd.core.schedule import CronSchedule
-from schedulerd.loops import TRANSIENT_ERRORS
 from schedulerd.models import Job
 from schedulerd.store import Store
+from schedulerd.transient import TRANSIENT_ERRORS
 
 log = structlog.get_logger("schedulerd.overrun")
 

@@ -20,7 +20,7 @@ import httpx
 
 from schedulerd.config import HttpConfig
 from schedulerd.core.targets import redact, refusal
-from schedulerd.registry import PermanentError, RetryAfter, TaskContext, task
+from schedulerd.tasks.registry import PermanentError, RetryAfter, TaskContext, task
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 # Set by schedulerd (or derived from the body), never by params, in any letter case: the target

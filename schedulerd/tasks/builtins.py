@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from schedulerd.registry import TaskContext, task
+from schedulerd.tasks.registry import TaskContext, task
 
 
 @task("noop")
@@ -33,7 +33,3 @@ class TaskFailed(Exception):
 async def fail(ctx: TaskContext, params: dict[str, Any]) -> None:
     """Always raises (params["message"] is the error)."""
     raise TaskFailed(params.get("message", f"fail task raised on attempt {ctx.attempt}"))
-
-
-# The http task lives in its own module (it needs httpx and the [http] settings).
-from schedulerd import http_task  # noqa: E402,F401

@@ -1,0 +1,25 @@
+"""The services every API route reaches: built once by create_app(), passed to each router."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from schedulerd.config import Config
+from schedulerd.intake import Intake, SharedBatches
+from schedulerd.jobs import Jobs
+from schedulerd.queue import DelayQueue
+from schedulerd.rate_limits import RequestCounter
+from schedulerd.store import Store
+from schedulerd.tenants import Tenants
+
+
+@dataclass(frozen=True)
+class Services:
+    jobs: Jobs
+    store: Store
+    queue: DelayQueue
+    config: Config
+    tenants: Tenants
+    counter: RequestCounter
+    intake: Intake  # batched creates
+    shared: SharedBatches  # single creates, written together with concurrent ones

@@ -1,0 +1,123 @@
+-- Job definitions: create (one, many, a one-off with its execution), read, page, lock, pause,
+-- delete, and the materialiser's cursor.
+
+-- name: job_insert
+-- Record a job definition.
+INSERT INTO jobs (id, tenant, name, task, params, schedule_kind, run_at, cron, timezone,
+                  misfire_policy, catch_up_limit, window_s, max_attempts, backoff_base_s,
+                  backoff_factor, backoff_max_s, timeout_s, dst_repeated, dst_missing, tzdata_version, overlap)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
+RETURNING *;
+
+-- name: job_get
+-- One job by id (deleted ones too: their history stays visible).
+SELECT * FROM jobs WHERE id = $1;
+
+-- name: job_list
+-- Jobs newest first, optionally of one tenant; deleted ones only when asked.
+SELECT * FROM jobs
+WHERE ($1::text IS NULL OR tenant = $1) AND ($2 OR deleted_at IS NULL)
+ORDER BY created_at DESC, id DESC
+LIMIT $3;
+
+-- name: job_lock
+-- Lock one live job for a change of state (pause, resume, delete, materialise on create).
+SELECT * FROM jobs WHERE id = $1 AND deleted_at IS NULL FOR UPDATE;
+
+-- name: job_set_enabled
+-- Pause or resume; resuming restarts the cursor at $3 (now), so a pause is never caught up.
+-- Pausing records the note ($4) and who paused ($5); resuming clears them.
+UPDATE jobs SET enabled = $2, materialised_to = CASE WHEN $2 THEN $3 ELSE materialised_to END,
+       paused_note = CASE WHEN $2 THEN NULL ELSE $4 END, paused_by = CASE WHEN $2 THEN NULL ELSE $5 END,
+       paused_at = CASE WHEN $2 THEN NULL ELSE clock_timestamp() END,
+       updated_at = clock_timestamp()
+WHERE id = $1 AND deleted_at IS NULL
+RETURNING *;
+
+-- name: job_delete
+-- Soft-delete: the job stops, its history stays.
+UPDATE jobs SET enabled = false, deleted_at = clock_timestamp(), updated_at = clock_timestamp()
+WHERE id = $1 AND deleted_at IS NULL
+RETURNING *;
+
+-- name: job_due_for_materialising
+-- Enabled cron jobs whose cursor is behind now + horizon ($1 seconds), most behind first, at
+-- most $2; locked with SKIP LOCKED so replicas split the work. Call inside a transaction.
+SELECT *, clock_timestamp() AS now FROM jobs
+WHERE schedule_kind = 'cron' AND enabled AND deleted_at IS NULL
+  AND (materialised_to IS NULL OR materialised_to < clock_timestamp() + make_interval(secs => $1))
+ORDER BY materialised_to NULLS FIRST
+LIMIT $2 FOR UPDATE SKIP LOCKED;
+
+-- name: job_advance_cursor_many
+-- Move materialisers' cursors: every occurrence up to the new value has been written, with tz
+-- database $3. A job whose rows came from another version is marked 'mixed', which differs from
+-- every installed version, so the next start recomputes it (a rolling upgrade loses nothing).
+UPDATE jobs j SET materialised_to = c.materialised_to,
+       tzdata_version = CASE WHEN j.tzdata_version = $3 THEN $3 ELSE 'mixed' END
+FROM unnest($1::uuid[], $2::timestamptz[]) AS c(id, materialised_to)
+WHERE j.id = c.id;
+
+-- name: job_horizon
+-- The materialiser horizon: the least-advanced cursor of enabled cron jobs (NULL: none).
+SELECT min(materialised_to) AS horizon, clock_timestamp() AS now FROM jobs
+WHERE schedule_kind = 'cron' AND enabled AND deleted_at IS NULL;
+
+-- name: job_page
+-- One tenant's jobs newest first, after the cursor ($3 created_at, $4 id); deleted ones when $2.
+SELECT * FROM jobs
+WHERE tenant = $1 AND ($2 OR deleted_at IS NULL) AND (created_at, id) < ($3, $4)
+ORDER BY created_at DESC, id DESC
+LIMIT $5;
+
+-- name: job_last_executions
+-- For each job in $1, its latest execution that started or was skipped (the "last outcome").
+SELECT j.id AS job_id, l.id, l.status, l.scheduled_for, l.finished_at
+FROM unnest($1::uuid[]) AS j(id)
+CROSS JOIN LATERAL (
+    SELECT e.id, e.status, e.scheduled_for, e.finished_at FROM executions e
+    WHERE e.job_id = j.id AND e.status IN ('running', 'succeeded', 'failed', 'skipped')
+    ORDER BY e.scheduled_for DESC LIMIT 1
+) l;
+
+-- name: job_insert_many
+-- Record many job definitions in one statement (the front door's batches): one array per column,
+-- params as JSON text, all created at $22 (the batch's instant on Postgres's clock, which the
+-- caller read), so nothing needs to come back.
+INSERT INTO jobs (id, tenant, name, task, params, schedule_kind, run_at, cron, timezone,
+                  misfire_policy, catch_up_limit, window_s, max_attempts, backoff_base_s,
+                  backoff_factor, backoff_max_s, timeout_s, dst_repeated, dst_missing, tzdata_version, overlap,
+                  created_at, updated_at)
+SELECT j.id, j.tenant, j.name, j.task, j.params::jsonb, j.schedule_kind, j.run_at, j.cron, j.timezone,
+       j.misfire_policy, j.catch_up_limit, j.window_s, j.max_attempts, j.backoff_base_s,
+       j.backoff_factor, j.backoff_max_s, j.timeout_s, j.dst_repeated, j.dst_missing, j.tzdata_version, j.overlap,
+       $22, $22
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[], $8::text[],
+            $9::text[], $10::text[], $11::int[], $12::float8[], $13::int[], $14::float8[], $15::float8[],
+            $16::float8[], $17::float8[], $18::text[], $19::text[], $20::text[], $21::text[])
+     AS j(id, tenant, name, task, params, schedule_kind, run_at, cron, timezone, misfire_policy, catch_up_limit,
+          window_s, max_attempts, backoff_base_s, backoff_factor, backoff_max_s, timeout_s, dst_repeated,
+          dst_missing, tzdata_version, overlap);
+
+-- name: job_create_one_off
+-- Record a one-off job ($1-$21 as job_insert) with its one execution ($22: its id) in one
+-- statement, so a single create costs one round trip and no BEGIN/COMMIT. The execution is
+-- queued when due inside the dispatch horizon ($23 s). Returns the job row with the execution's
+-- status, enqueued_at and created_at (the caller knows its other values).
+WITH job AS (
+    INSERT INTO jobs (id, tenant, name, task, params, schedule_kind, run_at, cron, timezone,
+                      misfire_policy, catch_up_limit, window_s, max_attempts, backoff_base_s,
+                      backoff_factor, backoff_max_s, timeout_s, dst_repeated, dst_missing, tzdata_version, overlap)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
+    RETURNING *
+), execution AS (
+    INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enqueued_at)
+    SELECT $22, job.id, job.tenant, job.run_at, job.run_at,
+           CASE WHEN job.run_at <= clock_timestamp() + make_interval(secs => $23) THEN 'queued' ELSE 'pending' END,
+           CASE WHEN job.run_at <= clock_timestamp() + make_interval(secs => $23) THEN clock_timestamp() END
+    FROM job
+    RETURNING status, enqueued_at, created_at
+)
+SELECT job.*, execution.status AS execution_status, execution.enqueued_at AS execution_enqueued_at,
+       execution.created_at AS execution_created_at
+FROM job, execution;
