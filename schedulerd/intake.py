@@ -237,20 +237,21 @@ class Intake:
         await tx.job_insert_many([[a.values[c] for a in accepted] for c in JOB_COLUMNS], created_at)
         one_offs = [a for a in accepted if a.first_execution is not None]
         horizon_s = self.config.dispatcher.horizon_s
-        statuses = await tx.execution_insert_first_many(
+        pending = await tx.execution_insert_first_many(
             [(a.first_execution[0], a.values["id"], a.values["tenant"], a.first_execution[1])  # type: ignore[index]
              for a in one_offs], horizon_s, queue_now=queue_now,
-        ) if one_offs else {}  # fmt: skip
+        ) if one_offs else set()  # fmt: skip
         # Inside an application's transaction nothing is queued, but the ones due within the
         # horizon are returned all the same: to add to Redis once that transaction commits.
         horizon_end = await self.clock.now() + timedelta(seconds=horizon_s)
         to_queue: list[Enqueue] = []
+        queued, waiting = str(ExecutionStatus.QUEUED), str(ExecutionStatus.PENDING)  # once, not per job
         for a in one_offs:
             first_id, due_at = a.first_execution  # type: ignore[misc]
-            status = statuses[first_id]
+            status = waiting if first_id in pending else queued
             job = _job(a.values, created_at) if with_jobs else None
             results[a.slot] = Enqueued(a.index, a.values["id"], (EnqueuedExecution(first_id, due_at, status),), job=job)
-            if status == ExecutionStatus.QUEUED or (not queue_now and due_at <= horizon_end):
+            if status is queued or (not queue_now and due_at <= horizon_end):
                 to_queue.append(Enqueue(first_id, due_at, a.values["tenant"]))
         crons = [a for a in accepted if a.first_execution is None]
         if crons:

@@ -720,12 +720,12 @@ class Store:
 
     async def execution_insert_first_many(
         self, occurrences: Sequence[tuple[UUID, UUID, str, datetime]], horizon_s: float, *, queue_now: bool
-    ) -> dict[UUID, str]:
-        """Insert (id, job_id, tenant, instant) first executions of one-off jobs; returns each
-        id's status (queued: ZADD it after commit; pending: the dispatcher will)."""
+    ) -> set[UUID]:
+        """Insert (id, job_id, tenant, instant) first executions of one-off jobs; returns the ids
+        written pending (the dispatcher will queue them); the others are queued: ZADD them after
+        the commit."""
         columns = list(zip(*occurrences)) if occurrences else [[], [], [], []]
-        rows = await self.db.fetch(QUERIES["execution_insert_first_many"], *columns, horizon_s, queue_now)
-        return {r["id"]: r["status"] for r in rows}
+        return set(await self.db.fetchval(QUERIES["execution_insert_first_many"], *columns, horizon_s, queue_now))
 
     async def execution_committed(self, execution_ids: Sequence[UUID]) -> list[Enqueue]:
         ids = list(execution_ids)
