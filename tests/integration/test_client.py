@@ -110,6 +110,22 @@ async def test_enqueue_many_writes_the_valid_items_and_names_each_refused_one(
     assert (await store.job_get(accepted.job_id)).params == {"via": "JobRequest"}  # type: ignore[union-attr]
 
 
+async def test_enqueue_many_queues_those_due_soon_and_leaves_the_later_ones_to_the_dispatcher(
+    client: Client, store: Store, queue: DelayQueue
+) -> None:
+    # Interleaved, so the batch's answer (only the pending ids) must be matched per execution.
+    requests = [{"task": "noop", "in_": "2h" if i % 3 == 0 else "1s"} for i in range(300)]
+    results = await client.enqueue_many(requests, batch_size=120)
+    assert all(isinstance(r, Enqueued) for r in results)
+    statuses = {r.execution_id: r.executions[0].status for r in results if isinstance(r, Enqueued)}
+    rows = {r["id"]: r["status"] for r in await store.db.fetch("SELECT id, status FROM executions")}
+    assert statuses == rows
+    assert sorted(statuses.values()).count("pending") == 100
+    for i, result in enumerate(results):
+        assert isinstance(result, Enqueued)
+        assert await _in_redis(queue, result.execution_id) == (i % 3 != 0)
+
+
 async def test_idempotency_keys_replay_the_first_job_and_refuse_another_request(client: Client, store: Store) -> None:
     first = await client.enqueue("noop", {"order": 1}, idempotency_key="order-1")
     again = await client.enqueue("noop", {"order": 1}, idempotency_key="order-1")
