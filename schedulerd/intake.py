@@ -14,7 +14,7 @@ import asyncio
 import hashlib
 import json
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -182,17 +182,30 @@ class Intake:
         `numbers`, else its position), and the executions due soon but not yet in Redis
         (non-empty only with `connection`: add them after that transaction commits). with_jobs:
         each created result carries its Job row (built from the values sent)."""
-        numbers = numbers if numbers is not None else range(len(items))
-        known = await self.task_types.known(i.spec.task for i in items if isinstance(i.spec.task, str)) \
-            if self.task_types is not None else None  # fmt: skip
+        return await self.create_numbered(zip(numbers if numbers is not None else range(len(items)), items),
+                                          connection=connection, with_jobs=with_jobs)  # fmt: skip
+
+    async def create_numbered(
+        self, numbered: Iterable[tuple[int, Item]], *, connection: asyncpg.Connection | None = None,
+        with_jobs: bool = False,
+    ) -> tuple[list[Result], list[Enqueue]]:  # fmt: skip
+        """create_many for (number, item) pairs taken one at a time: an item (and its spec) can
+        be made just before it is validated and be gone right after, instead of a batch of them
+        outliving the batch's round trips (which the garbage collector then walks)."""
+        known = await self.task_types.known() if self.task_types is not None else None
+        rechecked: set[str] = set()
         now = await self.clock.now()
-        results: list[Result | None] = [None] * len(items)
+        results: list[Result | None] = []
         accepted: list[_Accepted] = []
         columns = _Columns()
         first_of_key: dict[tuple[str, str], _Accepted] = {}
-        repeats: list[tuple[int, _Accepted, bytes]] = []  # a key used again in the same batch
-        for slot, item in enumerate(items):
-            index = numbers[slot]
+        repeats: list[tuple[int, int, _Accepted, bytes]] = []  # a key used again in the same batch
+        for slot, (index, item) in enumerate(numbered):
+            results.append(None)
+            task = item.spec.task
+            if known is not None and isinstance(task, str) and task not in known and task not in rechecked:
+                rechecked.add(task)  # a type newer than the cached list? Asked once per call
+                known = await self.task_types.known([task])  # type: ignore[union-attr]
             try:
                 values = validate(item.spec, self.config, now, known)
                 key = self._key(item)
@@ -204,7 +217,7 @@ class Intake:
                 continue
             request_hash = (item.request_hash or spec_hash(item.spec)) if key else None
             if key is not None and key in first_of_key:
-                repeats.append((slot, first_of_key[key], request_hash or b""))
+                repeats.append((slot, index, first_of_key[key], request_hash or b""))
                 continue
             one_off = values["cron"] is None
             entry = _Accepted(
@@ -230,8 +243,8 @@ class Intake:
                 to_queue = []
         else:
             to_queue = []
-        for slot, first, request_hash in repeats:
-            done, index = results[first.slot], numbers[slot]
+        for slot, index, first, request_hash in repeats:
+            done = results[first.slot]
             if isinstance(done, Enqueued) and request_hash == first.request_hash:
                 results[slot] = Enqueued(index, done.job_id, done.executions, replayed=True)
             elif isinstance(done, Enqueued):
