@@ -90,6 +90,26 @@ async def test_task_types_reported_by_live_workers_need_no_handler_here(
         await client.enqueue("billing.send_invoice")
 
 
+async def test_a_batch_asks_once_about_a_task_type_it_does_not_know(client: Client, store: Store) -> None:
+    reads = 0
+    read_live = store.task_type_live
+
+    async def counted(*args: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        return await read_live(*args)
+
+    store.task_type_live = counted  # type: ignore[method-assign]
+    await client.enqueue("noop")  # the cached list is fresh now
+    reads = 0
+    requests: list[Any] = [{"task": "billing.nope"} if i % 2 else {"task": "noop"} for i in range(400)]
+    requests[4] = {"task": ["not", "hashable"]}
+    results = await client.enqueue_many(requests, batch_size=100)
+    refused = [r for r in results if isinstance(r, Refused)]
+    assert len(refused) == 201 and all(r.field == "task" for r in refused)
+    assert reads == 4  # one per batch (each batch is its own call), not one per item
+
+
 async def test_enqueue_many_writes_the_valid_items_and_names_each_refused_one(
     client: Client, store: Store, queue: DelayQueue
 ) -> None:

@@ -82,13 +82,30 @@ ORDER BY due_at, id LIMIT $3;
 
 -- name: execution_page
 -- One tenant's executions newest first (scheduled_for, id), strictly after the cursor ($6, $7),
--- optionally of one job ($2) and status ($3), scheduled in [$4, $5). Keyset pagination on
--- executions_tenant_recent: a row inserted meanwhile never shifts a later page.
+-- optionally of one job ($2) and status ($3), scheduled in [$4, $5), and only past ones when $9:
+-- started or settled (not pending or queued) and scheduled by now (a claim needs the row due, so
+-- every started one is), so a paused job's cancelled future slots do not lead. The "by now" bound
+-- is an index condition (now() is stable): the scan starts at the present, not the horizon.
+-- Keyset pagination on executions_tenant_recent: a row inserted meanwhile never shifts a later page.
 SELECT * FROM executions
 WHERE tenant = $1 AND ($2::uuid IS NULL OR job_id = $2) AND ($3::text IS NULL OR status = $3)
   AND scheduled_for >= $4 AND scheduled_for < $5
   AND (scheduled_for, id) < ($6, $7)
+  AND scheduled_for <= CASE WHEN $9::boolean THEN now() ELSE 'infinity'::timestamptz END
+  AND (NOT $9::boolean OR status NOT IN ('pending', 'queued'))
 ORDER BY scheduled_for DESC, id DESC
+LIMIT $8;
+
+-- name: execution_page_upcoming
+-- One tenant's executions not yet started (pending or queued, retries included), soonest
+-- scheduled first, strictly after the cursor ($6, $7); optionally of one job ($2) and status ($3),
+-- scheduled in [$4, $5). The same index as execution_page, read forwards.
+SELECT * FROM executions
+WHERE tenant = $1 AND ($2::uuid IS NULL OR job_id = $2) AND ($3::text IS NULL OR status = $3)
+  AND status IN ('pending', 'queued')
+  AND scheduled_for >= $4 AND scheduled_for < $5
+  AND (scheduled_for, id) > ($6, $7)
+ORDER BY scheduled_for, id
 LIMIT $8;
 
 -- name: execution_insert_first_many
