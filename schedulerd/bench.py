@@ -2,7 +2,7 @@
 `noop` jobs fed through the Python client (or, with --feed sql, bulk-inserted straight into
 Postgres), and metrics computed from the rows in Postgres (one JSON line last).
 Usage: scripts/bench --quick | steady --rate R --duration S | spike --count N | cron --jobs J [--window 60s]
-       [--replicas K] [--set KEY=VALUE] [--feed client|sql]
+       [--replicas K] [--set KEY=VALUE] [--feed client|sql] [--shards N] [--redis-cluster]
        scripts/bench ingest --via client|client-batch|http|http-batch|cli-file --count N (bench_ingest.py)
 """
 
@@ -158,12 +158,28 @@ def _backend_cpu_s(pids: list[int]) -> dict[int, float]:
     return cpu
 
 
-async def _server_cpu(db: asyncpg.Connection, rds: aioredis.Redis) -> tuple[dict[int, float], float]:
-    """(CPU per Postgres backend serving this database, Redis server's user+sys CPU seconds)."""
+async def _server_cpu(db: asyncpg.Connection, nodes: list[aioredis.Redis]) -> tuple[dict[int, float], list[float]]:
+    """(CPU per Postgres backend serving this database, each Redis server's user+sys CPU seconds)."""
     query = "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
     pids = await db.fetch(query)
-    info = await rds.info("cpu")
-    return _backend_cpu_s([r["pid"] for r in pids]), float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+    infos = [await node.info("cpu") for node in nodes]
+    return _backend_cpu_s([r["pid"] for r in pids]), [float(i["used_cpu_user"]) + float(i["used_cpu_sys"]) for i in infos]
+
+
+def _start_cluster(directory: Path) -> Any:
+    """A throwaway 3-master Redis Cluster (tests/fault/cluster.py, so a source checkout only)."""
+    sys.path.insert(0, str(REPO_ROOT))
+    from tests.fault.cluster import RedisClusterServers, tools_present
+
+    if not tools_present():
+        raise RuntimeError("--redis-cluster needs Debian's redis-server and redis-cli (scripts/install)")
+    cluster = RedisClusterServers(directory, masters=3, replicas_per_master=0)
+    try:
+        cluster.start()
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
 
 
 def _connected(pid: int, ports: set[int]) -> bool:
@@ -311,12 +327,21 @@ async def run_bench(args: argparse.Namespace, workload: Workload, servers: Scrat
     db_name, prefix = f"schedulerd_bench_{token}", f"schedulerd-bench-{token}"
     database_url = _with_database(admin_url, db_name)
     log_dir = Path(tempfile.mkdtemp(prefix=f"schedulerd-bench-{token}-"))
+    if args.shards is not None:
+        args.settings = [*args.settings, ("REDIS_SHARDS", str(args.shards))]
+    cluster = None
+    if args.redis_cluster:
+        cluster = _start_cluster(log_dir / "redis-cluster")
+        redis_url = cluster.url
+        args.settings = [*args.settings, ("REDIS_CLUSTER", "true")]
     settings = {f"SCHEDULERD_{k.upper()}": v for k, v in args.settings}
     replicas: list[Replica] = []
     admin = await asyncpg.connect(admin_url)
     db: asyncpg.Connection | None = None
     rds = aioredis.from_url(redis_url)
-    queue = DelayQueue.connect(redis_url, prefix, timeout_s=10.0)
+    nodes = [aioredis.from_url(f"redis://127.0.0.1:{n.port}") for n in cluster.nodes] if cluster else [rds]
+    shards = int(settings.get("SCHEDULERD_REDIS_SHARDS", "1"))
+    queue = DelayQueue.connect(redis_url, prefix, timeout_s=10.0, shards=shards, cluster=cluster is not None)
     client: Client | None = None
     created = False
     try:
@@ -328,7 +353,7 @@ async def run_bench(args: argparse.Namespace, workload: Workload, servers: Scrat
         await wait_ready(replicas, {_port(database_url, 5432), _port(redis_url, 6379)})
         for r in replicas:
             r.cpu_at_ready_s = _cpu_s(r.process.pid)
-        pg_cpu_before, redis_cpu_before = await _server_cpu(db, rds)
+        pg_cpu_before, redis_cpu_before = await _server_cpu(db, nodes)
         if args.feed == "client":  # the task types the replicas reported are what the client checks against
             client_environ = {"SCHEDULERD_DATABASE_URL": database_url, "SCHEDULERD_REDIS_URL": redis_url,
                               "SCHEDULERD_REDIS_PREFIX": prefix, **settings}  # fmt: skip
@@ -391,7 +416,7 @@ async def run_bench(args: argparse.Namespace, workload: Workload, servers: Scrat
         rss_mb_max = max((_proc_status_kb(r.process.pid, "VmHWM") for r in alive), default=0) / 1024
         cpu_s = sum(_cpu_s(r.process.pid) for r in alive)
         cpu_workload_s = cpu_s - sum(r.cpu_at_ready_s for r in alive)
-        pg_cpu_after, redis_cpu_after = await _server_cpu(db, rds)
+        pg_cpu_after, redis_cpu_after = await _server_cpu(db, nodes)
         pg_cpu_s = sum(cpu - pg_cpu_before.get(pid, 0.0) for pid, cpu in pg_cpu_after.items())
 
         stop_replicas(replicas)  # their shutdown (drain, hand-back) is part of what the logs must show clean
@@ -422,7 +447,10 @@ async def run_bench(args: argparse.Namespace, workload: Workload, servers: Scrat
             "cpu_s": round(cpu_s, 2),
             "cpu_workload_s": round(cpu_workload_s, 2),
             "pg_cpu_s": round(pg_cpu_s, 2),
-            "redis_cpu_s": round(redis_cpu_after - redis_cpu_before, 2),
+            "redis_cpu_s": round(sum(redis_cpu_after) - sum(redis_cpu_before), 2),
+            "redis_cpu_s_by_node": [round(a - b, 2) for a, b in zip(redis_cpu_after, redis_cpu_before)],
+            "shards": shards,
+            "redis_cluster": cluster is not None,
             "insert_s": round(insert_s, 2),
             "dispatched_s": round(dispatched_s, 2),
             "crashed": crashed,
@@ -441,12 +469,17 @@ async def run_bench(args: argparse.Namespace, workload: Workload, servers: Scrat
         elif created:
             await admin.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
         await admin.close()
-        for pattern in (f"{{{prefix}}}*", f"{prefix}*"):
-            keys = [key async for key in rds.scan_iter(match=pattern)]
-            if keys:
-                await rds.delete(*keys)
+        if cluster is None:
+            for pattern in (f"{{{prefix}}}*", f"{{{prefix}:*", f"{prefix}*"):
+                keys = [key async for key in rds.scan_iter(match=pattern)]
+                if keys:
+                    await rds.delete(*keys)
         await rds.aclose()
+        for node in nodes[1:] if cluster is None else nodes:
+            await node.aclose()
         await queue.close()
+        if cluster is not None:
+            cluster.stop()
 
 
 def _setting(text: str) -> tuple[str, str]:
@@ -468,6 +501,9 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--drain-timeout", type=float, default=d(120.0),
                        help="seconds after the last due time to wait for every execution to finish")  # fmt: skip
         p.add_argument("--keep-db", action="store_true", default=d(False), help="keep the database for inspection")
+        p.add_argument("--shards", type=int, default=d(None), help="delay-queue shards ([redis].shards; default: config's)")
+        p.add_argument("--redis-cluster", action="store_true", default=d(False),
+                       help="run on a throwaway 3-master Redis Cluster started for the run (Redis CPU per node)")  # fmt: skip
         p.add_argument("--feed", choices=["client", "sql"], default=d("client"),
                        help="write the workload through the Python client, as users do (default), or straight "
                             "into Postgres with SQL, for comparison with the engine alone")  # fmt: skip
@@ -581,7 +617,9 @@ def _report(r: dict[str, Any]) -> None:
     print(f"throughput {r['throughput_per_s']}/s; start lag p50 {r['lag_p50_ms']} ms, p99 {r['lag_p99_ms']} ms, "
           f"max {r['lag_max_ms']} ms; drained {r['drain_s']} s after the last due time")  # fmt: skip
     print(f"largest replica peak RSS {r['rss_mb_max']} MB; CPU {r['cpu_s']} s in all ({r['cpu_workload_s']} s "
-          f"after start-up); Postgres backends {r['pg_cpu_s']} s, Redis {r['redis_cpu_s']} s; logs in {r['logs']}")  # fmt: skip
+          f"after start-up); Postgres backends {r['pg_cpu_s']} s, Redis {r['redis_cpu_s']} s "
+          f"(by node {r['redis_cpu_s_by_node']}; {r['shards']} shard(s){', cluster' if r['redis_cluster'] else ''}); "
+          f"logs in {r['logs']}")  # fmt: skip
     if r["crashed"]:
         print(f"replicas that exited during the run: {', '.join(r['crashed'])}")
     print(f"extra attempts {r['extra_attempts']}, lease reclaims {r['lease_reclaims']}, "

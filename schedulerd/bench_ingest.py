@@ -196,7 +196,7 @@ async def run_ingest(args: argparse.Namespace, admin_url: str, redis_url: str, r
             await _wait_http(port, replica)
         if args.via.startswith("client"):
             client = await Client.connect(config, pool_max=max(4, min(concurrency, 20)))
-        queue = DelayQueue.connect(redis_url, prefix, timeout_s=10.0)
+        queue = DelayQueue.from_config(redis_url, config.redis, timeout_s=10.0)
         runs = []
         for _ in range(args.repeat):
             await store.db.execute("TRUNCATE jobs, executions, attempts, idempotency_keys")

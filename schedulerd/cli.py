@@ -220,7 +220,7 @@ async def _connect(config: Config) -> tuple[Any, Any]:
             ("the database has no schedulerd schema" if never else f"the database lacks migration(s) {', '.join(missing)}")
             + ": run `schedulerd migrate` (or start the daemon, which migrates at start) first"
         )
-    return store, DelayQueue.connect(servers.redis_url, config.redis.prefix, config.redis.timeout_s)
+    return store, DelayQueue.from_config(servers.redis_url, config.redis)
 
 
 def _shipped_migrations() -> list[str]:

@@ -177,7 +177,7 @@ class Client:
         config = config or config_module.load(config_path, environ)
         servers = resolve_servers(config, start=False)
         store = await Store.connect(servers.database_url, min_size=1, max_size=pool_max or config.database.pool_max)
-        return cls(store, DelayQueue.connect(servers.redis_url, config.redis.prefix, config.redis.timeout_s), config)
+        return cls(store, DelayQueue.from_config(servers.redis_url, config.redis), config)
 
     async def close(self) -> None:
         if self._owned:

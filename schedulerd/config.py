@@ -23,6 +23,7 @@ class DatabaseConfig:
     url: str = ""  # empty: embedded Postgres
     pool_min: int = 2
     pool_max: int = 10
+    read_url: str = ""  # read replica for the API's and dashboard's read-only queries; empty: the primary (url)
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,8 @@ class RedisConfig:
     url: str = ""  # empty: embedded Redis
     prefix: str = "schedulerd"  # key prefix shared by the replicas of one deployment
     timeout_s: float = 1.0  # per command; past it Redis counts as unreachable and workers claim from Postgres
+    shards: int = 1  # delay-queue shards, each in a hash slot of its own ({prefix:s}); 1 keeps the keys of one-slot versions
+    cluster: bool = False  # url names a node of a Redis Cluster: connect with RedisCluster (every node is found from it)
 
 
 @dataclass(frozen=True)
@@ -216,6 +219,8 @@ class Config:
             raise ConfigError(
                 f"worker.heartbeat_s ({self.worker.heartbeat_s}) must be below worker.lease_s ({self.worker.lease_s})"
             )
+        if not 1 <= self.redis.shards <= 1024:
+            raise ConfigError(f"redis.shards must be between 1 and 1024, got {self.redis.shards}")
         if self.worker.concurrency < 1 or self.worker.batch_size < 1:
             raise ConfigError("worker.concurrency and worker.batch_size must be at least 1")
         for task, limit in self.worker.task_concurrency.items():

@@ -68,9 +68,10 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
         applied = await migrate(servers.database_url)
         if applied:
             log.info("daemon.migrated", applied=applied)
-    store = await Store.connect(servers.database_url, min_size=config.database.pool_min, max_size=config.database.pool_max)
+    store = await Store.connect(servers.database_url, min_size=config.database.pool_min, max_size=config.database.pool_max,
+                                read_url=config.database.read_url)
     await clock.report_skew(store)  # a host clock far from Postgres's is worth a warning (nothing depends on it)
-    queue = DelayQueue.connect(servers.redis_url, config.redis.prefix, config.redis.timeout_s)
+    queue = DelayQueue.from_config(servers.redis_url, config.redis)
     worker_id = config.daemon.resolved_worker_id()
     if "worker" in config.daemon.roles:  # before anything runs: producers check task names against these
         await task_types.report(store, worker_id)

@@ -1,28 +1,46 @@
 """The Redis delay queue. Redis is an index, never the record.
 
-One sorted set per tenant ({prefix}:queue:<tenant>; member = execution id, score = due time in ms
-since the Unix epoch) plus a set of tenants, so the pop can serve tenants round robin. Keys carry
-a hash tag ({prefix}) so one deployment's keys live in one Redis Cluster slot.
+The queue is split into `shards` hash-tagged shards. Each shard ({prefix:s}, or {prefix} when
+there is one) holds a sorted set per tenant ({tag}:queue:<tenant>; member = execution id, score
+= due time in ms since the Unix epoch), a set of tenants so the pop can serve them round robin,
+and an epoch marker; an execution's shard is crc32 of its id, so it never moves between
+attempts. Every script touches one shard's keys and declares them all, so on a Redis Cluster the
+shards spread over the nodes. Breakers and rate counters keep the {prefix} slot of their own.
+Which shard to pop, and in what order, is decided here: callers see one queue.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
+import time
 import uuid
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import redis.asyncio as redis
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import ClusterDownError, NoScriptError, SlotNotCoveredError, TryAgainError
 
+from schedulerd.config import RedisConfig
 from schedulerd.models import Enqueue
 
-POP_LIMIT_MAX = 5000  # pop_due-3.lua refuses more (Lua stack limits)
-# Redis is down, paused or unreachable: callers fall back to Postgres and try again later.
-UNREACHABLE = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, OSError, TimeoutError)
+POP_LIMIT_MAX = 5000  # pop_due-4.lua refuses more (Lua stack limits)
+LINE_MIN, LINE_MAX = 16, 1000  # tenants declared per shard pop (pop_due-4.lua refuses more than 1000)
+POP_PASSES = 3  # round trips one pop_due may take: the first, then shards with undeclared due tenants or more due
+SEEN_S = 30.0  # a tenant popped from a shard this recently is declared in its pops even when not at the head
+# Redis is down, paused, unreachable or failing over: callers fall back to Postgres and try again later.
+UNREACHABLE = (
+    redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, OSError, TimeoutError,
+    ClusterDownError, SlotNotCoveredError, TryAgainError,
+)  # fmt: skip
+Client = redis.Redis | RedisCluster
 # Every error a call to Redis may raise for a passing reason (unreachable, loading, out of memory).
-REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.RedisError, OSError, TimeoutError)
+REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.RedisError, OSError, TimeoutError, SlotNotCoveredError)
 
 
 def _lua_dir() -> Path:
@@ -38,12 +56,92 @@ def load_script(name: str) -> str:
     return matches[0].read_text()
 
 
+def connect_redis(url: str, timeout_s: float = 1.0, *, cluster: bool = False) -> Client:
+    """A client for one Redis, or (cluster) for the Redis Cluster `url` names a node of."""
+    options: dict[str, Any] = {"decode_responses": True, "socket_timeout": timeout_s, "socket_connect_timeout": timeout_s}
+    if cluster:
+        return RedisCluster.from_url(url, **options)
+    return redis.from_url(url, **options)
+
+
+def shard_of(execution_id: uuid.UUID | str, shards: int) -> int:
+    """The shard an execution's queue entry lives in: crc32 of its canonical id text, so every
+    process (and every language) agrees, and an execution keeps its shard across attempts.
+
+    >>> shard_of("018f0000-0000-8000-8000-000000000001", 32)
+    10
+    """
+    if shards == 1:
+        return 0
+    return zlib.crc32(str(execution_id).encode()) % shards
+
+
+def _split(room: int, weights: list[float]) -> list[int]:
+    """`room` pop slots over shards: 1 each, the rest in proportion to what each is expected to
+    have due (a shard that gave all it was asked gets more next time), so a backlog in a few
+    shards fills the batch without a second round trip. len(weights) <= room.
+
+    >>> _split(10, [1.0, 1.0]), _split(10, [1.0, 7.0]), _split(3, [5.0, 1.0, 1.0])
+    ([5, 5], [2, 8], [1, 1, 1])
+    """
+    spare = room - len(weights)
+    total = sum(weights)
+    shares = [1 + int(spare * w / total) for w in weights]
+    order = sorted(range(len(weights)), key=lambda i: -weights[i])
+    for i in itertools.islice(itertools.cycle(order), room - sum(shares)):
+        shares[i] += 1
+    return shares
+
+
+def shard_tags(prefix: str, shards: int) -> list[str]:
+    """The hash tag of each shard: {prefix} alone when there is one (the keys of versions that had
+    no shards), else {prefix:0} .. {prefix:N-1}."""
+    if shards == 1:
+        return [f"{{{prefix}}}"]
+    return [f"{{{prefix}:{s}}}" for s in range(shards)]
+
+
+@dataclass
+class _Shard:
+    """One shard's keys and what this process last learned of it."""
+
+    tag: str
+    tenants_key: str
+    epoch_key: str
+    queue_key_prefix: str  # + tenant
+    line: list[str] = field(default_factory=list)  # tenants at the head of its round at the last pop: declared next
+    next_due_ms: int | None = None  # earliest tenant score at the last pop (None: empty, or never asked)
+    asked_at: float = 0.0  # monotonic time of the last pop of it
+    served_at: float = 0.0  # monotonic time of the last pop that returned something
+    epoch: str | None = None  # its marker at the last pop
+    want: float = 0.0  # how many it is expected to have due at the next pop (what it gave, or more when it gave all asked)
+    # Tenants seen in it lately (monotonic time): declared too, so a tenant whose queue emptied
+    # and filled again between two pops is served without a second round trip.
+    seen: dict[str, float] = field(default_factory=dict)
+
+    def declared(self, line_max: int, now: float) -> list[str]:
+        """The tenants to declare: the head of the round first, then others seen within SEEN_S."""
+        names = dict.fromkeys(self.line)
+        for tenant, at in list(self.seen.items()):
+            if now - at > SEEN_S:
+                del self.seen[tenant]
+            elif len(names) < line_max:
+                names[tenant] = None
+        return list(names)[:line_max]
+
+    @classmethod
+    def of(cls, tag: str) -> _Shard:
+        # The epoch key was renamed when the queue became one per tenant: a replica of that layout
+        # found no marker and reconciled every queued execution into it. It stays ":epoch:2".
+        return cls(tag, f"{tag}:tenants", f"{tag}:epoch:2", f"{tag}:queue:")
+
+
 @dataclass(frozen=True)
 class Pop:
     execution_ids: list[str]
-    next_due_ms: int | None  # earliest score left in the queue
+    next_due_ms: int | None  # earliest score left in the queue (any shard)
     now_ms: int  # the Redis server's clock at the pop
-    epoch: str | None  # None: Redis lost its data (flushed or restarted empty)
+    epoch: str | None  # None: Redis lost its data (flushed or restarted empty; one shard is enough)
     breakers: dict[str, str] = field(default_factory=dict)  # breaker key -> state (core/breaker.parse); empty when all is well
     tenants: list[str] = field(default_factory=list)  # the tenant of each popped id
 
@@ -58,46 +156,86 @@ def score_ms(due_at: datetime) -> int:
 
 
 class DelayQueue:
-    def __init__(self, client: redis.Redis, prefix: str) -> None:
+    def __init__(self, client: Client, prefix: str, *, shards: int = 1, idle_probe_s: float = 0.05) -> None:
+        if not 1 <= shards <= 1024:
+            raise ValueError(f"shards must be between 1 and 1024, got {shards}")
         self.client = client
         self.prefix = prefix
-        self.queue_key_prefix = f"{{{prefix}}}:queue:"  # + tenant
-        self.tenants_key = f"{{{prefix}}}:tenants"
-        # Renamed when the queue layout changed (one queue -> one per tenant): a replica of the
-        # new version finds no marker, so the sweeper reconciles every queued execution into it.
-        self.epoch_key = f"{{{prefix}}}:epoch:2"
+        self.shards = [_Shard.of(tag) for tag in shard_tags(prefix, shards)]
+        # A shard whose earliest entry is known to be in the future is still asked this often, for
+        # work another process added meanwhile (with one shard it is asked at every pop, as ever).
+        self.idle_probe_s = idle_probe_s
         self.breakers_key = f"{{{prefix}}}:breakers"
-        self._pop_due = client.register_script(load_script("pop_due"))
+        # Shard counts in use ({prefix}: field = count, value = ms last seen by a sweeper): entries
+        # in a layout no replica uses any more are moved to their new shard (drain_retired).
+        self.layouts_key = f"{{{prefix}}}:layouts"
+        self._pop_source = load_script("pop_due")
+        self._pop_sha = ""
+        self._breakers: dict[str, str] = {}
+        self._redis_offset_ms = 0.0  # Redis TIME minus this host's clock, from the last pop
         self._shared: list[tuple[list[Enqueue], asyncio.Future[None]]] = []  # add_shared calls of this loop turn
         self._sending: set[asyncio.Task[None]] = set()
 
     @classmethod
-    def connect(cls, redis_url: str, prefix: str, timeout_s: float = 1.0) -> DelayQueue:
-        client = redis.from_url(redis_url, decode_responses=True, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
-        return cls(client, prefix)
+    def connect(
+        cls, redis_url: str, prefix: str, timeout_s: float = 1.0, *, shards: int = 1, cluster: bool = False
+    ) -> DelayQueue:
+        return cls(connect_redis(redis_url, timeout_s, cluster=cluster), prefix, shards=shards)
+
+    @classmethod
+    def from_config(cls, redis_url: str, config: RedisConfig, *, timeout_s: float | None = None) -> DelayQueue:
+        """The queue [redis] describes (prefix, shards, cluster) at redis_url."""
+        return cls.connect(redis_url, config.prefix, config.timeout_s if timeout_s is None else timeout_s,
+                           shards=config.shards, cluster=config.cluster)  # fmt: skip
 
     async def close(self) -> None:
         await self.client.aclose()
 
-    def queue_key(self, tenant: str) -> str:
-        return self.queue_key_prefix + tenant
+    # --- keys ----------------------------------------------------------------------------------
+
+    @property
+    def shard_count(self) -> int:
+        return len(self.shards)
+
+    def shard(self, execution_id: uuid.UUID | str) -> _Shard:
+        return self.shards[shard_of(execution_id, len(self.shards))]
+
+    def queue_key(self, tenant: str, execution_id: uuid.UUID | str | None = None) -> str:
+        """The key of `tenant`'s queue in the shard of `execution_id` (the only shard when None)."""
+        shard = self.shards[0] if execution_id is None else self.shard(execution_id)
+        return shard.queue_key_prefix + tenant
+
+    @property
+    def tenants_key(self) -> str:
+        return self.shards[0].tenants_key  # tests and tools with one shard
+
+    @property
+    def epoch_key(self) -> str:
+        return self.shards[0].epoch_key
+
+    # --- add -------------------------------------------------------------------------------------
 
     async def add(self, entries: Iterable[Enqueue], *, only_new: bool) -> None:
-        """ZADD into each tenant's queue in chunks. only_new (NX) keeps an existing score; otherwise
-        the score is replaced (a retry moves its execution to the new due time). The tenant's score
-        in the tenants set only moves earlier (LT): it may be early, never late, and the pop fixes it.
-        The queue is written before the tenants set, so a pop in between finds the entry anyway."""
-        by_tenant: dict[str, dict[str, int]] = {}
+        """ZADD into each tenant's queue of each entry's shard, in chunks. only_new (NX) keeps an
+        existing score; otherwise the score is replaced (a retry moves its execution to the new
+        due time). The tenant's score in its shard's tenants set only moves earlier (LT): it may
+        be early, never late, and the pop fixes it. The queue is written before the tenants set,
+        so a pop in between finds the entry anyway."""
+        count = len(self.shards)
+        by_key: dict[tuple[int, str], dict[str, int]] = {}
         for entry in entries:
-            by_tenant.setdefault(entry.tenant, {})[str(entry.execution_id)] = score_ms(entry.due_at)
-        if not by_tenant:
+            member = str(entry.execution_id)
+            shard = 0 if count == 1 else zlib.crc32(member.encode()) % count
+            by_key.setdefault((shard, entry.tenant), {})[member] = score_ms(entry.due_at)
+        if not by_key:
             return
         async with self.client.pipeline(transaction=False) as pipe:
-            for tenant, scores in by_tenant.items():
+            for (shard, tenant), scores in by_key.items():
+                keys = self.shards[shard]
                 items = list(scores.items())
                 for i in range(0, len(items), 5000):
-                    pipe.zadd(self.queue_key(tenant), dict(items[i : i + 5000]), nx=only_new)
-                pipe.zadd(self.tenants_key, {tenant: min(scores.values())}, lt=True)
+                    pipe.zadd(keys.queue_key_prefix + tenant, dict(items[i : i + 5000]), nx=only_new)
+                pipe.zadd(keys.tenants_key, {tenant: min(scores.values())}, lt=True)
             await pipe.execute()
 
     async def add_shared(self, entries: list[Enqueue]) -> None:
@@ -130,65 +268,235 @@ class DelayQueue:
         self._sending.add(task)  # a reference until it ends, or the loop may collect it mid-flight
         task.add_done_callback(self._sending.discard)
 
+    # --- pop -------------------------------------------------------------------------------------
+
     async def pop_due(self, limit: int) -> Pop:
-        ids, next_due, now_ms, epoch, breakers, tenants = await self._pop_due(
-            keys=[self.tenants_key, self.epoch_key, self.breakers_key], args=[min(limit, POP_LIMIT_MAX), self.queue_key_prefix]
-        )
-        pairs = dict(zip(breakers[::2], breakers[1::2])) if breakers else {}
-        return Pop(ids, int(float(next_due)) if next_due else None, int(now_ms), epoch or None, pairs, tenants)
+        """Pop up to `limit` due ids from the shards, least recently served first.
+
+        One round trip in the common case: one script call per shard worth asking (its earliest
+        entry is due, or it was not asked for idle_probe_s), pipelined, the limit split among them
+        by what each had due last time, plus the breakers hash. A second (and third) round trip
+        only when the batch is not full and a shard either had due tenants this process had not
+        declared (a tenant new at the head of its round) or still has due work."""
+        limit = max(1, min(limit, POP_LIMIT_MAX))
+        now = time.monotonic()
+        est_ms = time.time() * 1000 + self._redis_offset_ms
+        single = len(self.shards) == 1
+        asked = [
+            s for s in self.shards
+            if single or s.next_due_ms is None or s.next_due_ms <= est_ms or now - s.asked_at >= self.idle_probe_s
+        ]  # fmt: skip
+        asked.sort(key=lambda s: s.served_at)  # least recently served first: none starves
+        ids: list[str] = []
+        owners: list[str] = []
+        now_ms: int | None = None
+        read_breakers = True
+        for _ in range(POP_PASSES):
+            room = limit - len(ids)
+            if not asked or room <= 0:
+                break
+            asked = asked[:room]
+            shares = _split(room, [max(1.0, s.want) for s in asked])
+            answers = await self._pop_shards(asked, shares, read_breakers)
+            read_breakers = False
+            again: list[_Shard] = []
+            for shard, share_n, (got, got_owners, next_due, shard_now, epoch, line, skipped) in zip(asked, shares, answers):
+                ids += got
+                owners += got_owners
+                shard.line = line
+                for tenant in dict.fromkeys(got_owners):
+                    shard.seen[tenant] = time.monotonic()
+                shard.next_due_ms = int(float(next_due)) if next_due else None
+                # Due work left (a served tenant with more, or a due tenant not reached): its
+                # earliest tenant score is at or before the script's now.
+                more = shard.next_due_ms is not None and shard.next_due_ms <= int(shard_now)
+                shard.want = max(2.0 * share_n, shard.want) if more else float(len(got))
+                shard.epoch = epoch or None
+                shard.asked_at = time.monotonic()
+                now_ms = max(now_ms or 0, int(shard_now))
+                if got:
+                    shard.served_at = shard.asked_at
+                if skipped or more:
+                    again.append(shard)
+            asked = again
+        if now_ms is not None:
+            self._redis_offset_ms = now_ms - time.time() * 1000
+        else:
+            now_ms = int(est_ms)
+        dues = [s.next_due_ms for s in self.shards if s.next_due_ms is not None]
+        return Pop(ids, min(dues) if dues else None, now_ms, self._epoch_token(), dict(self._breakers), owners)
+
+    async def _pop_shards(self, shards: list[_Shard], shares: list[int], read_breakers: bool) -> list[list[Any]]:
+        """One pipelined EVALSHA per shard (and HGETALL of the breakers); loads the script when a
+        server does not know it (a restart, a promoted replica) and sends the pipeline again."""
+        if not self._pop_sha:
+            self._pop_sha = await self._load_pop()
+        for attempt in range(2):
+            async with self.client.pipeline(transaction=False) as pipe:
+                now = time.monotonic()
+                for shard, share in zip(shards, shares):
+                    line_max = min(LINE_MAX, max(LINE_MIN, share))
+                    line = shard.declared(line_max, now)
+                    keys = [shard.tenants_key, shard.epoch_key, *(shard.queue_key_prefix + t for t in line)]
+                    # execute_command: redis-py refuses pipe.evalsha on a cluster, not the command itself.
+                    pipe.execute_command("EVALSHA", self._pop_sha, len(keys), *keys, share, line_max, *line)
+                if read_breakers:
+                    pipe.hgetall(self.breakers_key)
+                answers = await pipe.execute(raise_on_error=False)
+            failed = [a for a in answers if isinstance(a, Exception)]
+            if not failed:
+                break
+            if attempt == 0 and all(isinstance(a, NoScriptError) for a in failed):
+                self._pop_sha = await self._load_pop()
+                continue
+            raise failed[0]
+        if read_breakers:
+            self._breakers = answers.pop()
+        return answers
+
+    async def _load_pop(self) -> str:
+        """SCRIPT LOAD (on a cluster, redis-py sends it to every master); returns its SHA1."""
+        sha = await self.client.script_load(self._pop_source)
+        return sha if isinstance(sha, str) else next(iter(sha.values()))
+
+    def _epoch_token(self) -> str | None:
+        """One value standing for every shard's marker: None when any is missing, and different
+        when any changed, so the worker's check reads as it did with one marker."""
+        epochs = [s.epoch for s in self.shards]
+        return None if any(e is None for e in epochs) else "|".join(epochs)  # type: ignore[arg-type]
+
+    # --- look -----------------------------------------------------------------------------------
+
+    async def _shard_tenants(self) -> list[list[str]]:
+        """Each shard's tenants with a non-empty queue (and perhaps a few just emptied)."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            for shard in self.shards:
+                pipe.zrange(shard.tenants_key, 0, -1)
+            return await pipe.execute()
 
     async def tenants(self) -> list[str]:
-        """Tenants with a non-empty queue (and perhaps a few just emptied)."""
-        return await self.client.zrange(self.tenants_key, 0, -1)
+        """Tenants with a non-empty queue in any shard (and perhaps a few just emptied)."""
+        seen: dict[str, None] = {}
+        for names in await self._shard_tenants():
+            seen.update(dict.fromkeys(names))
+        return list(seen)
 
     async def missing(self, execution_ids: Sequence[str], tenants: Sequence[str] | None = None) -> list[str]:
-        """Which of these ids have no entry in their tenant's queue (`tenants`: one per id). Without
-        tenants every tenant's queue is looked in (for tests and tools; the sweeper names them)."""
+        """Which of these ids have no entry in their tenant's queue of their shard (`tenants`: one
+        per id). Without tenants every tenant's queue of their shard is looked in (tests, tools)."""
         if not execution_ids:
             return []
         ids = list(execution_ids)
+        if tenants is None:
+            by_shard_tenants = await self._shard_tenants()
+            wanted = [(i, t) for i in ids for t in by_shard_tenants[shard_of(i, len(self.shards))]]
+        else:
+            wanted = list(zip(ids, tenants, strict=True))
+        by_key: dict[str, list[str]] = {}
+        for execution_id, tenant in wanted:
+            by_key.setdefault(self.queue_key(tenant, execution_id), []).append(execution_id)
         async with self.client.pipeline(transaction=False) as pipe:
-            if tenants is not None:
-                by_tenant: dict[str, list[str]] = {}
-                for execution_id, tenant in zip(ids, tenants, strict=True):
-                    by_tenant.setdefault(tenant, []).append(execution_id)
-                for tenant, members in by_tenant.items():
-                    pipe.zmscore(self.queue_key(tenant), members)
-                found = {m for members, scores in zip(by_tenant.values(), await pipe.execute())
-                         for m, score in zip(members, scores) if score is not None}  # fmt: skip
-            else:
-                known = await self.tenants()
-                for tenant in known:
-                    pipe.zmscore(self.queue_key(tenant), ids)
-                found = {m for scores in await pipe.execute() for m, score in zip(ids, scores) if score is not None}
+            for key, members in by_key.items():
+                pipe.zmscore(key, members)
+            answers = await pipe.execute() if by_key else []
+        found = {m for members, scores in zip(by_key.values(), answers) for m, score in zip(members, scores) if score is not None}
         return [i for i in ids if i not in found]
 
     async def ensure_epoch(self) -> str:
-        """Set the epoch marker if missing; returns its value. A changed value means Redis lost data."""
-        await self.client.set(self.epoch_key, uuid.uuid4().hex, nx=True)
-        return await self.client.get(self.epoch_key) or ""
+        """Set every shard's epoch marker if missing and note this layout as in use; returns one
+        value for all markers: a changed value means Redis lost (some of) its data."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            for shard in self.shards:
+                pipe.set(shard.epoch_key, uuid.uuid4().hex, nx=True)
+            for shard in self.shards:
+                pipe.get(shard.epoch_key)
+            pipe.hset(self.layouts_key, str(len(self.shards)), int(time.time() * 1000))
+            answers = await pipe.execute()
+        return "|".join(v or "" for v in answers[len(self.shards) : 2 * len(self.shards)])
 
     async def depth(self) -> int:
         return (await self.depth_and_earliest())[0]
 
     async def depth_and_earliest(self) -> tuple[int, int | None]:
-        """Members in every tenant's queue, and the earliest due time (ms) among them. One
-        pipeline of two commands per tenant with queued work (the observer calls it every few s)."""
-        tenants = await self.tenants()
-        if not tenants:
+        """Members in every tenant's queue of every shard, and the earliest due time (ms) among
+        them: two pipelined round trips (the observer calls it every few seconds)."""
+        keys = [shard.queue_key_prefix + t for shard, names in zip(self.shards, await self._shard_tenants()) for t in names]
+        if not keys:
             return 0, None
         async with self.client.pipeline(transaction=False) as pipe:
-            for tenant in tenants:
-                pipe.zcard(self.queue_key(tenant))
-                pipe.zrange(self.queue_key(tenant), 0, 0, withscores=True)
+            for key in keys:
+                pipe.zcard(key)
+                pipe.zrange(key, 0, 0, withscores=True)
             answers = await pipe.execute()
         heads = [int(head[0][1]) for head in answers[1::2] if head]
         return sum(answers[0::2]), min(heads) if heads else None
 
+    # --- changing the shard count -------------------------------------------------------------
+
+    async def drain_retired(self, *, retire_after_s: float = 60.0) -> int:
+        """Move the entries of shards that only another shard count uses (a change of
+        [redis].shards) into their shard under this count, keeping their scores; returns how
+        many moved. A layout no sweeper has reported for retire_after_s, whose shards are empty,
+        is forgotten. Entries a replica of the old count adds after this are moved next sweep;
+        the sweeper's overdue check covers whatever a crash leaves between."""
+        layouts = await self.client.hgetall(self.layouts_key)
+        mine = {s.tag for s in self.shards}
+        now_ms = time.time() * 1000
+        moved = 0
+        for count_text, seen_ms in layouts.items():
+            count = int(count_text)
+            if count == len(self.shards):
+                continue
+            retired = [_Shard.of(tag) for tag in shard_tags(self.prefix, count) if tag not in mine]
+            left = 0
+            for shard in retired:
+                moved_now, left_now = await self._drain_shard(shard)
+                moved, left = moved + moved_now, left + left_now
+            if not left and now_ms - float(seen_ms) > retire_after_s * 1000:
+                # No sweeper of that count is left: its markers go too (kept until now, so a
+                # replica of the old count still running did not read their absence as data loss).
+                for shard in retired:
+                    await self.client.delete(shard.epoch_key)
+                await self.client.hdel(self.layouts_key, count_text)
+        return moved
+
+    async def _drain_shard(self, shard: _Shard) -> tuple[int, int]:
+        """(entries moved out of this retired shard, entries still there)."""
+        moved = 0
+        for tenant in await self.client.zrange(shard.tenants_key, 0, -1):
+            key = shard.queue_key_prefix + tenant
+            while True:
+                # Read a chunk, add it to the new homes, then remove exactly what was read: an entry
+                # popped meanwhile by an old replica is added back only as a harmless duplicate.
+                chunk = await self.client.zrange(key, 0, 4999, withscores=True)
+                if not chunk:
+                    break
+                await self._add_scored([(member, tenant, int(score)) for member, score in chunk])
+                await self.client.zrem(key, *[member for member, _ in chunk])
+                moved += len(chunk)
+            await self.client.zrem(shard.tenants_key, tenant)
+        return moved, await self.client.zcard(shard.tenants_key)
+
+    async def _add_scored(self, entries: list[tuple[str, str, int]]) -> None:
+        """ZADD NX (member, tenant, score ms) into their shards: the entry already there keeps its score."""
+        by_key: dict[tuple[int, str], dict[str, int]] = {}
+        for member, tenant, score in entries:
+            by_key.setdefault((shard_of(member, len(self.shards)), tenant), {})[member] = score
+        async with self.client.pipeline(transaction=False) as pipe:
+            for (shard, tenant), scores in by_key.items():
+                pipe.zadd(self.shards[shard].queue_key_prefix + tenant, scores, nx=True)
+                pipe.zadd(self.shards[shard].tenants_key, {tenant: min(scores.values())}, lt=True)
+            await pipe.execute()
+
     async def delete_all(self) -> None:
-        keys = [self.queue_key(t) for t in await self.tenants()]
-        async for key in self.client.scan_iter(match=self.queue_key_prefix + "*", count=1000):
-            keys.append(key)
+        """Every key of this prefix's queues, whatever shard count wrote them (tests and tools)."""
+        keys: set[str] = set()
+        for pattern in (f"{{{self.prefix}}}:queue:*", f"{{{self.prefix}:*"):
+            async for key in self.client.scan_iter(match=pattern, count=1000):
+                keys.add(key)
+        for shard in self.shards:
+            keys |= {shard.tenants_key, shard.epoch_key}
         # {prefix}:queue and {prefix}:epoch: the single queue and marker of before the per-tenant layout.
-        legacy = [f"{{{self.prefix}}}:queue", f"{{{self.prefix}}}:epoch"]
-        await self.client.delete(*keys, *legacy, self.tenants_key, self.epoch_key, self.breakers_key)
+        keys |= {f"{{{self.prefix}}}:queue", f"{{{self.prefix}}}:epoch", self.breakers_key, self.layouts_key}
+        for key in keys:  # one by one: on a cluster they live in many slots
+            await self.client.delete(key)

@@ -101,6 +101,10 @@ class Sweeper:
             # First sweep of this process, or Redis lost its data: rebuild the queue from Postgres.
             reconciled = await self.reconcile_all()
             self._epoch = epoch
+        # After a change of [redis].shards: what the old layout's shards hold moves to the new ones.
+        moved = await self.queue.drain_retired()
+        if moved:
+            log.info("sweeper.shards_drained", moved=moved, shards=self.queue.shard_count)
         overdue = await self.store.execution_queued_overdue(self.config.grace_s, self.config.batch_size)
         by_id = {str(e.execution_id): e for e in overdue}
         missing = await self.queue.missing(list(by_id), [e.tenant for e in by_id.values()])

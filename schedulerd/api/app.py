@@ -122,7 +122,7 @@ def create_app(jobs: Jobs, store: Store, queue: DelayQueue, config: Config) -> F
     intake = Intake(store, queue, config, TaskTypes(store, config.jobs.task_types_seen_within_s))
     services = Services(jobs, store, queue, config, Tenants(store, config.api.token_cache_s),
                         RequestCounter(queue.client, config.redis.prefix),
-                        intake, SharedBatches(intake))  # fmt: skip
+                        intake, SharedBatches(intake), store.reads)  # fmt: skip
     bearer = HTTPBearer(auto_error=False, description="a tenant's API token: `schedulerd token create TENANT`")
 
     async def caller(request: Request, credentials: HTTPAuthorizationCredentials | None = Security(bearer)) -> Principal:

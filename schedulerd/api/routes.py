@@ -65,6 +65,15 @@ def _refused_view(index: int, code: str, field: str | None, message: str, limit:
 def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> APIRouter:
     api = APIRouter(prefix="/v1", responses=ERRORS)
     jobs, store, config = services.jobs, services.store, services.config
+    # Read-only views go to [database].read_url when set (a replica that may lag the primary). A
+    # lookup by id that the replica does not know yet is asked of the primary before a 404, so a
+    # job or execution read back right after its create is found; lists may lag by the replica's delay.
+    reads = services.reads
+
+    async def read_job(job_id: UUID, tenant: str) -> Job:
+        job = await reads.job_get(job_id) if reads is not store else None
+        return job if job is not None and job.tenant == tenant else await jobs.get(job_id, tenant)
+
     dead_letters = DeadLetters(store, services.queue, config)
     Caller = Annotated[Principal, Depends(caller)]
     PageSize = Annotated[int, Query(ge=1, le=config.api.page_size_max, description="items per page (api.page_size_max)")]
@@ -186,21 +195,21 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
 
     @api.get("/jobs", response_model=schemas.JobPage, tags=["jobs"], summary="this tenant's jobs, newest first")
     async def list_jobs(who: Caller, limit: PageSize = 50, cursor: Cursor = None, include_deleted: bool = False) -> Any:
-        listed = await store.job_page(who.tenant, deleted=include_deleted, after=decode_cursor(cursor), limit=limit + 1)
+        listed = await reads.job_page(who.tenant, deleted=include_deleted, after=decode_cursor(cursor), limit=limit + 1)
         page, more = listed[:limit], len(listed) > limit
-        last = await store.job_last_executions([j.id for j in page])
+        last = await reads.job_last_executions([j.id for j in page])
         now = datetime.now(UTC)
-        judged = await overruns(store, page, config.jobs, now)
+        judged = await overruns(reads, page, config.jobs, now)
         fraction = config.jobs.overrun_fraction
         return {"items": [job_view(j, now, last.get(j.id), judged.get(j.id), fraction) for j in page],
                 "next_cursor": encode_cursor(page[-1].created_at, page[-1].id) if more else None}  # fmt: skip
 
     @api.get("/jobs/{job_id}", response_model=schemas.Job, tags=["jobs"], summary="one job, with its next runs")
     async def get_job(job_id: UUID, who: Caller) -> Any:
-        job = await jobs.get(job_id, who.tenant)
+        job = await read_job(job_id, who.tenant)
         now = datetime.now(UTC)
-        judged = (await overruns(store, [job], config.jobs, now)).get(job.id)
-        last = (await store.job_last_executions([job.id])).get(job.id)
+        judged = (await overruns(reads, [job], config.jobs, now)).get(job.id)
+        last = (await reads.job_last_executions([job.id])).get(job.id)
         return job_view(job, now, last, judged, config.jobs.overrun_fraction)
 
     @api.get("/jobs/{job_id}/next-runs", response_model=schemas.NextRuns, tags=["jobs"],
@@ -259,8 +268,8 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
         limit: PageSize = 50, cursor: Cursor = None,
     ) -> Any:  # fmt: skip
         if job is not None:
-            await jobs.get(job, who.tenant)  # another tenant's job: 404, like a missing one
-        listed = await store.execution_page(who.tenant, job_id=job, status=status, since=since, until=until,
+            await read_job(job, who.tenant)  # another tenant's job: 404, like a missing one
+        listed = await reads.execution_page(who.tenant, job_id=job, status=status, since=since, until=until,
                                             after=decode_cursor(cursor), limit=limit + 1, phase=when)  # fmt: skip
         page, more = listed[:limit], len(listed) > limit
         return {"items": [execution_view(e) for e in page],
@@ -320,11 +329,14 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
     @api.get("/executions/{execution_id}", response_model=schemas.ExecutionDetail, tags=["executions"],
              summary="one execution with every attempt")  # fmt: skip
     async def get_execution(execution_id: UUID, who: Caller) -> Any:
-        execution = await store.execution_get(execution_id)
+        source = reads
+        execution = await reads.execution_get(execution_id)
+        if (execution is None or execution.tenant != who.tenant) and reads is not store:
+            source, execution = store, await store.execution_get(execution_id)  # not replicated yet?
         if execution is None or execution.tenant != who.tenant:
             raise ApiError(404, "not_found", f"execution {execution_id} not found")
-        attempts = await store.attempt_list(execution_id)
-        redrives = await store.redrive_list(execution_id) if execution.redrives else []
+        attempts = await source.attempt_list(execution_id)
+        redrives = await source.redrive_list(execution_id) if execution.redrives else []
         return {**execution_view(execution), "attempts": [attempt_view(a) for a in attempts],
                 "redrive_history": [redrive_view(r) for r in redrives]}  # fmt: skip
 
@@ -340,9 +352,9 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
              summary="fleet health and this tenant's recent runs")  # fmt: skip
     async def overview(who: Caller) -> Any:
         window_s = config.api.overview_window_s
-        stats = await store.execution_tenant_recent_stats(who.tenant, window_s)
-        oldest_due_at, now = await store.execution_oldest_due()
-        horizon, _ = await store.job_horizon()
+        stats = await reads.execution_tenant_recent_stats(who.tenant, window_s)
+        oldest_due_at, now = await reads.execution_oldest_due()
+        horizon, _ = await reads.job_horizon()
         return {
             "tenant": who.tenant, "now": now, "queue_depth": await services.queue.depth(),
             "oldest_due_age_s": max(0.0, (now - oldest_due_at).total_seconds()) if oldest_due_at and oldest_due_at <= now else None,

@@ -23,3 +23,4 @@ class Services:
     counter: RequestCounter
     intake: Intake  # batched creates
     shared: SharedBatches  # single creates, written together with concurrent ones
+    reads: Store  # read-only views: the read replica's pool ([database].read_url), else `store`

@@ -117,18 +117,34 @@ async def _keep_session(connection: asyncpg.Connection) -> None:
 class Store:
     """Methods run on a pool, or on one connection inside `transaction()`."""
 
-    def __init__(self, db: asyncpg.Pool | asyncpg.Connection) -> None:
+    def __init__(self, db: asyncpg.Pool | asyncpg.Connection, reads: Store | None = None) -> None:
         self.db = db
+        # Where read-only views (the API's lists and lookups) go: a replica's pool, or this store.
+        self.reads: Store = reads or self
 
     @classmethod
-    async def connect(cls, database_url: str, *, min_size: int = 2, max_size: int = 10) -> Store:
+    async def connect(cls, database_url: str, *, min_size: int = 2, max_size: int = 10, read_url: str = "") -> Store:
+        """A pool on the primary; with read_url (a read replica, [database].read_url) a second
+        pool of the same size there, for `reads`."""
         pool = await asyncpg.create_pool(
             database_url, min_size=min_size, max_size=max_size, init=_init_connection, reset=_keep_session,
             server_settings=SERVER_KEEPALIVE,
         )
-        return cls(pool)
+        if not read_url or read_url == database_url:
+            return cls(pool)
+        try:
+            replica = await asyncpg.create_pool(
+                read_url, min_size=1, max_size=max_size, init=_init_connection, reset=_keep_session,
+                server_settings=SERVER_KEEPALIVE,
+            )
+        except BaseException:
+            await pool.close()
+            raise
+        return cls(pool, cls(replica))
 
     async def close(self) -> None:
+        if self.reads is not self:
+            await self.reads.close()
         await self.db.close()
 
     @contextlib.asynccontextmanager

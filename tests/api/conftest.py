@@ -26,8 +26,8 @@ from schedulerd.tenants import Tenants
 
 
 class ApiServer:
-    def __init__(self, config: Config, database_url: str, redis_url: str) -> None:
-        self.config, self.database_url, self.redis_url = config, database_url, redis_url
+    def __init__(self, config: Config, database_url: str, redis_url: str, read_url: str = "") -> None:
+        self.config, self.database_url, self.redis_url, self.read_url = config, database_url, redis_url, read_url
         self.sock: socket.socket = listen("127.0.0.1", 0)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.ops_sock: socket.socket = listen("127.0.0.1", 0)  # the operator endpoints' own listener
@@ -46,7 +46,7 @@ class ApiServer:
     async def _main(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.stop_event = asyncio.Event()
-        store = await Store.connect(self.database_url, min_size=1, max_size=4)
+        store = await Store.connect(self.database_url, min_size=1, max_size=4, read_url=self.read_url)
         queue = DelayQueue.connect(self.redis_url, self.config.redis.prefix)
         try:
             app = create_app(Jobs(store, queue, self.config), store, queue, self.config)
@@ -79,9 +79,9 @@ def start_api(config: Config, database_url: str, redis_url: str, redis_prefix: s
     """Start in-process API servers (keyword arguments override [api] settings); stopped after."""
     started: list[ApiServer] = []
 
-    def start(**api: Any) -> ApiServer:
+    def start(read_url: str = "", **api: Any) -> ApiServer:
         settings = replace(config, redis=RedisConfig(prefix=redis_prefix), api=ApiConfig(**api))
-        started.append(ApiServer(settings, database_url, redis_url).start())
+        started.append(ApiServer(settings, database_url, redis_url, read_url).start())
         return started[-1]
 
     yield start

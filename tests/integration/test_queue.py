@@ -1,4 +1,4 @@
-"""pop_due-3.lua on a real Redis (never fakeredis: Lua versions differ)."""
+"""pop_due-4.lua (one shard) on a real Redis (never fakeredis: Lua versions differ)."""
 
 from __future__ import annotations
 
