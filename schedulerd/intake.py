@@ -25,12 +25,13 @@ from schedulerd.clock import ServerClock
 from schedulerd.config import Config
 from schedulerd.core.ids import execution_id
 from schedulerd.errors import ValidationError
-from schedulerd.jobs import JobSpec, enqueue_committed, validate
+from schedulerd.jobs import JobSpec, validate
 from schedulerd.materialiser import materialise_jobs
 from schedulerd.models import Enqueue, ExecutionStatus, Job
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store
 from schedulerd.task_types import TaskTypes
+from schedulerd.transient import enqueue_committed
 
 # Records made per job are slotted: a batch of thousands of them is what the garbage collector
 # walks, and a __dict__ apiece was a measurable share of enqueue_many's time.
@@ -185,14 +186,14 @@ class Intake:
             if connection is None:
                 async with self.store.transaction() as tx:
                     to_queue = await self._write(tx, accepted, results, queue_now=True, with_jobs=with_jobs)
-                await enqueue_committed(self.queue, to_queue)
+                await enqueue_committed(self.queue, to_queue, "jobs.enqueue_failed", shared=True)
                 to_queue = []
             elif connection.is_in_transaction():
                 to_queue = await self._write(Store(connection), accepted, results, queue_now=False)
             else:  # the application's connection, outside a transaction: this call is its own
                 async with connection.transaction():
                     to_queue = await self._write(Store(connection), accepted, results, queue_now=True)
-                await enqueue_committed(self.queue, to_queue)
+                await enqueue_committed(self.queue, to_queue, "jobs.enqueue_failed", shared=True)
                 to_queue = []
         else:
             to_queue = []

@@ -28,7 +28,7 @@ import structlog
 from schedulerd import faults, health, metrics, overlap_claims
 from schedulerd.breaker_states import Breakers
 from schedulerd.config import BreakerConfig, JobsConfig, LateConfig, WorkerConfig
-from schedulerd.core import breaker, late
+from schedulerd.core import breaker
 from schedulerd.core.backoff import after_failure
 from schedulerd.core.limits import admit
 from schedulerd.errors import ValidationError
@@ -38,7 +38,7 @@ from schedulerd.overrun_watch import OverrunWatch
 from schedulerd.queue import UNREACHABLE, DelayQueue, Pop
 from schedulerd.store import REFUSED_ERRORS, RETRYABLE_ERRORS, Store
 from schedulerd.tasks import registry
-from schedulerd.transient import TRANSIENT_ERRORS
+from schedulerd.transient import TRANSIENT_ERRORS, enqueue_committed
 
 log = structlog.get_logger("schedulerd.worker")
 
@@ -218,8 +218,7 @@ class Worker:
         """Put popped ids nobody claimed back in Redis (due at the pop's instant), best effort."""
         now = datetime.fromtimestamp(pop.now_ms / 1000, UTC)
         tenants = dict(zip(pop.execution_ids, pop.tenants))
-        with contextlib.suppress(Exception):
-            await self.queue.add([Enqueue(UUID(i), now, tenants[i]) for i in execution_ids], only_new=True)
+        await enqueue_committed(self.queue, [Enqueue(UUID(i), now, tenants[i]) for i in execution_ids], "worker.give_back_failed")
 
     async def _claim_due(self, limit: int) -> list[Claim]:
         """The fallback while Redis is unreachable: claim due rows straight from Postgres."""
@@ -323,17 +322,14 @@ class Worker:
         """Give claims back without running them: queued again after their delay, attempt not
         used up, no attempt recorded (reason says why). Lost writes fall back to the lease expiry."""
         back, newly_late = await self.store.execution_park_many(
-            [(c.id, c.fence) for c in claims], delays_s, reason,
-            late_grace_s=self.late_grace.total_seconds(), late_reason=late.for_park(reason).value,
-        )  # fmt: skip
-        metrics.LATE.labels(late.for_park(reason).value).inc(newly_late)
+            [(c.id, c.fence) for c in claims], delays_s, reason, late_grace_s=self.late_grace.total_seconds()
+        )
+        for late_reason, count in collections.Counter(newly_late).items():
+            metrics.LATE.labels(late_reason).inc(count)
         for claim in claims:
             metrics.PARKED.labels(claim.task, reason).inc()
         self.stats.parked += len(back)
-        try:
-            await self.queue.add(back, only_new=False)
-        except UNREACHABLE:  # recorded in Postgres: the fallback claim or the sweeper brings them back
-            log.warning("worker.park_enqueue_failed", count=len(back))
+        await enqueue_committed(self.queue, back, "worker.park_enqueue_failed", only_new=False)
 
     def _start(self, claims: list[Claim]) -> list[Claim]:
         self.stats.claimed += len(claims)
@@ -479,11 +475,7 @@ class Worker:
                 retries += await overlap_claims.release(self.store, guarded_jobs)  # type: ignore[arg-type]
             except TRANSIENT_ERRORS as exc:  # the sweeper releases stalled waiting occurrences
                 log.warning("worker.overlap_release_failed", jobs=len(guarded_jobs), error=str(exc))
-        if retries:
-            try:
-                await self.queue.add(retries, only_new=False)
-            except UNREACHABLE:  # recorded in Postgres: the fallback claim or the sweeper brings them back
-                log.warning("worker.retry_enqueue_failed", count=len(retries))
+        await enqueue_committed(self.queue, retries, "worker.retry_enqueue_failed", only_new=False)
         return len(applied)
 
     async def _finish(self, outcomes: list[Outcome]) -> list[tuple[UUID, str, datetime, str]]:
@@ -637,10 +629,11 @@ class Worker:
             return
         try:
             back = await self.store.execution_hand_back_many([(r.claim.id, r.claim.fence) for r in unfinished])
-            await self.queue.add(back, only_new=False)
-            log.info("worker.handed_back", count=len(back))
         except TRANSIENT_ERRORS as exc:
             log.warning("worker.hand_back_failed", count=len(unfinished), error=str(exc))
+            return
+        await enqueue_committed(self.queue, back, "worker.hand_back_enqueue_failed", only_new=False)
+        log.info("worker.handed_back", count=len(back))
 
 
 async def _wait_any(*events: asyncio.Event, timeout_s: float) -> None:
