@@ -18,7 +18,7 @@ from tests.conftest import REPO_ROOT
 async def test_quick_bench_runs_everything_once(servers: tuple[str, str]) -> None:
     env = {**os.environ, "SCHEDULERD_TEST_DATABASE_URL": servers[0], "SCHEDULERD_TEST_REDIS_URL": servers[1]}
     result = subprocess.run(
-        [sys.executable, "-m", "schedulerd.bench", "--quick"],
+        [sys.executable, "scripts/bench.py", "--quick"],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=80,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
