@@ -19,8 +19,6 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-import asyncpg
-
 from schedulerd.clock import ServerClock
 from schedulerd.config import Config
 from schedulerd.core.ids import execution_id
@@ -29,7 +27,7 @@ from schedulerd.jobs import JobSpec, validate
 from schedulerd.materialiser import materialise_jobs
 from schedulerd.models import Enqueue, ExecutionStatus, Job
 from schedulerd.queue import DelayQueue
-from schedulerd.store import Store
+from schedulerd.store import Connection, Store
 from schedulerd.task_types import TaskTypes
 from schedulerd.transient import enqueue_committed
 
@@ -147,7 +145,7 @@ class Intake:
         self.clock = clock or ServerClock(store)
 
     async def create_many(
-        self, items: Sequence[Item], *, connection: asyncpg.Connection | None = None,
+        self, items: Sequence[Item], *, connection: Connection | None = None,
         numbers: Sequence[int] | None = None, with_jobs: bool = False,
     ) -> tuple[list[Result], list[Enqueue]]:  # fmt: skip
         """Create these jobs: results in input order, each carrying its item's number (from

@@ -34,6 +34,8 @@ REFUSED_ERRORS: tuple[type[BaseException], ...] = (asyncpg.PostgresError,)
 # Every error a Store call may raise: from Postgres, the driver or the network.
 POSTGRES_ERRORS: tuple[type[BaseException], ...] = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
 CopySink = Callable[[bytes], Awaitable[None]]
+# An application's own connection, for enqueueing inside its transaction (Client, Intake).
+Connection = asyncpg.Connection
 
 
 def _yoyo_url(database_url: str) -> str:
