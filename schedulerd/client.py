@@ -256,22 +256,26 @@ class Client:
     async def _create(
         self, entries: list[JobRequest | Mapping[str, Any] | Item], connection: Connection | None, offset: int = 0
     ) -> list[Result]:
-        items: list[Item] = []
-        numbers: list[int] = []
         refused: list[Refused] = []
         as_given: set[int] = set()  # intake Items (the CLI's): their refusals keep the intake's field names
-        for index, entry in enumerate(entries, offset):
-            try:
-                if isinstance(entry, Item):
-                    as_given.add(index)
-                items.append(entry if isinstance(entry, Item) else entry.item() if isinstance(entry, JobRequest) else _item(entry))
-                numbers.append(index)
-            except ValidationError as exc:
-                refused.append(Refused(index, exc.field, exc.message))
-            except TypeError as exc:  # a value JobSpec cannot take
-                refused.append(Refused(index, "item", str(exc)))
-        results, unflushed = await self.intake.create_many(items, connection=connection, numbers=numbers) \
-            if items else ([], [])  # fmt: skip
+
+        def numbered() -> Iterator[tuple[int, Item]]:
+            """Each entry as an intake Item, made as the intake takes it (so it is gone once validated)."""
+            for index, entry in enumerate(entries, offset):
+                try:
+                    if isinstance(entry, Item):
+                        as_given.add(index)
+                    item = entry if isinstance(entry, Item) else entry.item() if isinstance(entry, JobRequest) \
+                        else _item(entry)  # fmt: skip
+                except ValidationError as exc:
+                    refused.append(Refused(index, exc.field, exc.message))
+                    continue
+                except TypeError as exc:  # a value JobSpec cannot take
+                    refused.append(Refused(index, "item", str(exc)))
+                    continue
+                yield index, item
+
+        results, unflushed = await self.intake.create_numbered(numbered(), connection=connection)
         if unflushed and connection is not None:
             self._unflushed.setdefault(id(connection), []).extend(unflushed)
         for i, result in enumerate(results):

@@ -140,8 +140,9 @@ class ApiConfig:
 
 @dataclass(frozen=True)
 class OpsConfig:
-    """Operator endpoints (/metrics, /forecast, /healthz, /readyz) on a listener of their own: they
-    name tenants and the hosts they call, so the tenants' [api] listener serves none of them."""
+    """Operator endpoints (/metrics, /forecast, /stats/minutes, /healthz, /readyz, the page at /) on a
+    listener of their own: they name tenants and the hosts they call, so the tenants' [api] listener
+    serves none of them."""
 
     enabled: bool = True  # serve them from the daemon
     host: str = "127.0.0.1"  # address to listen on: keep it private (no token guards these endpoints)

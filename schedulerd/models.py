@@ -233,6 +233,20 @@ class TenantStats:
 
 
 @dataclass(frozen=True)
+class MinuteStats:
+    """One UTC minute of scheduled time: executions scheduled, started, succeeded and failed in it,
+    and the start-lag percentiles (seconds) of those started (None when none started)."""
+
+    minute: datetime
+    scheduled: int
+    started: int
+    succeeded: int
+    failed: int
+    lag_p50_s: float | None
+    lag_p99_s: float | None
+
+
+@dataclass(frozen=True)
 class LateExecution:
     """An occurrence that did not start within its grace, and why (recorded, or implied now)."""
 

@@ -1,26 +1,30 @@
 """Operator endpoints: /metrics (Prometheus), /healthz (the process answers), /readyz
-(Postgres and Redis answer, the schema is current, every loop ticked recently) and /forecast
-(executions due in the next 1, 5, 15 and 60 minutes, for autoscalers). Served only on the [ops]
-listener (api/app.py create_ops_app), never the tenants': /forecast and /metrics name the busiest
-tenants and the hosts they call. No token: keep [ops].host private.
+(Postgres and Redis answer, the schema is current, every loop ticked recently), /forecast
+(executions due in the next 1, 5, 15 and 60 minutes, for autoscalers), /stats/minutes (the
+fleet's last minutes: counts and start lag) and / (a page charting the last two). Served only on
+the [ops] listener (api/app.py create_ops_app), never the tenants': /forecast and /metrics name
+the busiest tenants and the hosts they call. No token: keep [ops].host private.
 """
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, Response
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Query, Response
+from fastapi.responses import FileResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from schedulerd import health
+from schedulerd.api.views import MINUTES_MAX, minute_view
 from schedulerd.core import late
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store
 from schedulerd.store.store import MIGRATIONS_DIR
 
 CHECK_TIMEOUT_S = 2.0
+PAGE = Path(__file__).with_name("dashboard") / "ops.html"  # its script and style: /dashboard/ (app.py)
 
 
 def router(store: Store, queue: DelayQueue, *, top_tenants: int = 20) -> APIRouter:
@@ -37,6 +41,16 @@ def router(store: Store, queue: DelayQueue, *, top_tenants: int = 20) -> APIRout
             "total": dict(zip(labels, result.total)),
             "by_tenant": {tenant: dict(zip(labels, counts)) for tenant, counts in capped.items()},
         }  # fmt: skip
+
+    @ops.get("/stats/minutes", include_in_schema=False)
+    async def minute_stats(minutes: int = Query(60, ge=1, le=MINUTES_MAX)) -> dict[str, Any]:
+        """Fleet-wide, per minute of the last `minutes`, oldest first (as GET /v1/stats/minutes)."""
+        stats, now = await store.execution_minutes_fleet(minutes)
+        return {"now": now.isoformat(), "minutes": [minute_view(m) for m in stats]}
+
+    @ops.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(PAGE)
 
     @ops.get("/metrics", include_in_schema=False)
     async def metrics() -> Response:

@@ -20,7 +20,7 @@ from pydantic import ValidationError as PydanticValidationError
 from schedulerd.api import schemas
 from schedulerd.api.errors import ERRORS, ApiError, pydantic_error
 from schedulerd.api.services import Services
-from schedulerd.api.views import attempt_view, execution_view, job_view, redrive_view
+from schedulerd.api.views import MINUTES_MAX, attempt_view, execution_view, job_view, minute_view, redrive_view
 from schedulerd.core.durations import parse_instant
 from schedulerd.dead_letters import DeadLetters, FailedFilter
 from schedulerd.errors import ValidationError
@@ -247,17 +247,21 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
         return {"job": job_view(job, datetime.now(UTC)), "cancelled_executions": cancelled}
 
     @api.get("/executions", response_model=schemas.ExecutionPage, tags=["executions"],
-             summary="this tenant's executions, newest scheduled first")  # fmt: skip
+             summary="this tenant's executions, newest scheduled first (when=upcoming: soonest first)")  # fmt: skip
     async def list_executions(
         who: Caller, job: UUID | None = None, status: schemas.Status | None = None,
         since: Annotated[schemas.Instant | None, Query(description="scheduled at or after (ISO 8601)")] = None,
         until: Annotated[schemas.Instant | None, Query(description="scheduled before (ISO 8601)")] = None,
+        when: Annotated[schemas.Phase | None, Query(
+            description="past: started or settled (not pending or queued) and scheduled by now, newest first; "
+                        "upcoming: not yet started (pending or queued), soonest first, read forward from `since` (give one "
+                        "to skip the history); unset: all, newest first")] = None,
         limit: PageSize = 50, cursor: Cursor = None,
     ) -> Any:  # fmt: skip
         if job is not None:
             await jobs.get(job, who.tenant)  # another tenant's job: 404, like a missing one
         listed = await store.execution_page(who.tenant, job_id=job, status=status, since=since, until=until,
-                                            after=decode_cursor(cursor), limit=limit + 1)  # fmt: skip
+                                            after=decode_cursor(cursor), limit=limit + 1, phase=when)  # fmt: skip
         page, more = listed[:limit], len(listed) > limit
         return {"items": [execution_view(e) for e in page],
                 "next_cursor": encode_cursor(page[-1].scheduled_for, page[-1].id) if more else None}  # fmt: skip
@@ -323,6 +327,14 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
         redrives = await store.redrive_list(execution_id) if execution.redrives else []
         return {**execution_view(execution), "attempts": [attempt_view(a) for a in attempts],
                 "redrive_history": [redrive_view(r) for r in redrives]}  # fmt: skip
+
+    @api.get("/stats/minutes", response_model=schemas.MinuteStats, tags=["operator"],
+             summary="this tenant's last minutes: executions scheduled, started and by outcome, start-lag p50/p99")  # fmt: skip
+    async def minute_stats(
+        who: Caller, minutes: Annotated[int, Query(ge=1, le=MINUTES_MAX, description="how many minutes back")] = 60,
+    ) -> Any:  # fmt: skip
+        stats, now = await store.execution_minutes_tenant(who.tenant, minutes)
+        return {"tenant": who.tenant, "now": now, "minutes": [minute_view(m) for m in stats]}
 
     @api.get("/overview", response_model=schemas.Overview, tags=["operator"],
              summary="fleet health and this tenant's recent runs")  # fmt: skip

@@ -34,6 +34,8 @@ def _storable(value: str) -> str:
 Instant = Annotated[datetime, BeforeValidator(_instant)]
 Text = Annotated[StrictStr, AfterValidator(_storable)]  # every free-text input field
 Status = Literal["pending", "queued", "running", "succeeded", "failed", "skipped", "cancelled"]
+# Past: started or settled (not pending or queued) and scheduled by now. Upcoming: not yet started.
+Phase = Literal["past", "upcoming"]
 assert set(Status.__args__) == set(ExecutionStatus)  # type: ignore[attr-defined]
 Seconds = Annotated[StrictFloat, Field(allow_inf_nan=False)]
 LateReasonName = Literal["scheduler_down", "backlog", "misfire_skip", "overlap", "paused", "breaker_open", "tenant_cap"]
@@ -289,6 +291,7 @@ class Execution(BaseModel):
     finished_at: datetime | None
     last_error: str | None
     start_lag_s: float | None = Field(None, description="first start minus scheduled time")
+    duration_s: float | None = Field(None, description="the latest attempt's run time (finished minus started), once finished")
     origin: Literal["scheduled", "trigger", "backfill"] = Field("scheduled", description="what made this occurrence")
     redrives: int = Field(0, description="times it was redriven after failing, each with a new attempt budget")
     late_reason: LateReasonName | None = Field(None, description="why it did not start within its grace, if it did not")
@@ -381,6 +384,24 @@ class StartLag(BaseModel):
     p99_s: float | None
     max_s: float | None
     started: int
+
+
+class Minute(BaseModel):
+    minute: datetime = Field(..., description="the UTC minute of scheduled time this row counts")
+    scheduled: int = Field(..., description="executions scheduled in the minute (by now)")
+    started: int = Field(..., description="of those, started at least once")
+    succeeded: int
+    failed: int
+    lag_p50_s: float | None = Field(None, description="median start lag of those started (null: none started)")
+    lag_p99_s: float | None = Field(None, description="99th percentile start lag of those started")
+
+
+class MinuteStats(BaseModel):
+    """Per minute of the last `minutes`, oldest first (the current, partial minute last)."""
+
+    tenant: str
+    now: datetime
+    minutes: list[Minute]
 
 
 class Overview(BaseModel):

@@ -11,9 +11,10 @@ from schedulerd.core.overrun import Overrun
 from schedulerd.core.targets import redact
 from schedulerd.core.tenant_view import tenant_error
 from schedulerd.jobs import next_runs, schedule_of
-from schedulerd.models import Attempt, Execution, Job, LastExecution, Redrive
+from schedulerd.models import Attempt, Execution, Job, LastExecution, MinuteStats, Redrive
 
 NEXT_RUNS = 5  # upcoming instants shown with an enabled job
+MINUTES_MAX = 180  # GET /v1/stats/minutes and the [ops] /stats/minutes look back at most 3 hours
 
 
 def job_view(job: Job, now: datetime, last: LastExecution | None = None, overrun: Overrun | None = None,
@@ -55,6 +56,8 @@ def execution_view(execution: Execution) -> dict[str, Any]:
         "first_started_at": started, "started_at": execution.started_at, "finished_at": execution.finished_at,
         "last_error": tenant_error(execution.last_error),
         "start_lag_s": (started - execution.scheduled_for).total_seconds() if started else None,
+        "duration_s": (execution.finished_at - execution.started_at).total_seconds()
+        if execution.finished_at and execution.started_at else None,
         "origin": execution.origin, "redrives": execution.redrives,
         "late_reason": execution.late_reason,
     }  # fmt: skip
@@ -69,3 +72,8 @@ def attempt_view(attempt: Attempt) -> dict[str, Any]:
     return {"attempt": attempt.attempt, "worker": attempt.worker, "started_at": attempt.started_at,
             "finished_at": attempt.finished_at, "duration_s": attempt.duration_s, "outcome": attempt.outcome,
             "error": tenant_error(attempt.error)}  # fmt: skip
+
+
+def minute_view(m: MinuteStats) -> dict[str, Any]:
+    return {"minute": m.minute, "scheduled": m.scheduled, "started": m.started, "succeeded": m.succeeded,
+            "failed": m.failed, "lag_p50_s": m.lag_p50_s, "lag_p99_s": m.lag_p99_s}  # fmt: skip

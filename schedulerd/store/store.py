@@ -17,7 +17,7 @@ import asyncpg
 from schedulerd.core.ids import scheduled_for_bounds
 from schedulerd.models import (
     ApiToken, Attempt, Claim, Enqueue, Execution, FailedExecution, Forecast, IdempotencyRecord, Job, LastExecution,
-    LateExecution, Outcome, Redrive, TenantStats, TzMovedJob, TzRecompute,
+    LateExecution, MinuteStats, Outcome, Redrive, TenantStats, TzMovedJob, TzRecompute,
 )  # fmt: skip
 from schedulerd.store.sql import QUERIES
 
@@ -36,6 +36,13 @@ POSTGRES_ERRORS: tuple[type[BaseException], ...] = (OSError, TimeoutError, async
 CopySink = Callable[[bytes], Awaitable[None]]
 # An application's own connection, for enqueueing inside its transaction (Client, Intake).
 Connection = asyncpg.Connection
+
+
+def _minutes(rows: Sequence[Any]) -> tuple[list[MinuteStats], datetime]:
+    """execution_minutes_* rows as records, and the Postgres now every row carries."""
+    stats = [MinuteStats(r["minute"], r["scheduled"], r["started"], r["succeeded"], r["failed"], r["lag_p50_s"],
+                         r["lag_p99_s"]) for r in rows]  # fmt: skip
+    return stats, rows[0]["now"]
 
 
 def _yoyo_url(database_url: str) -> str:
@@ -473,16 +480,38 @@ class Store:
 
     async def execution_page(
         self, tenant: str, *, job_id: UUID | None, status: str | None, since: datetime | None,
-        until: datetime | None, after: tuple[datetime, UUID] | None, limit: int,
+        until: datetime | None, after: tuple[datetime, UUID] | None, limit: int, phase: str | None = None,
     ) -> list[Execution]:
-        """Newest first; the bounds are always bound (no "IS NULL OR") so the cursor stays an
-        index condition on executions_tenant_recent."""
+        """Newest first, or with phase "past" only those started or settled; phase "upcoming":
+        those not yet started, soonest first. The bounds are always bound (no "IS NULL OR") so
+        the cursor stays an index condition on executions_tenant_recent."""
+        if phase == "upcoming":
+            return await self.execution_page_upcoming(tenant, job_id=job_id, status=status, since=since, until=until,
+                                                      after=after, limit=limit)  # fmt: skip
         lowest, highest = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
         after = after or (highest, UUID(int=(1 << 128) - 1))
-        rows = await self.db.fetch(
-            QUERIES["execution_page"], tenant, job_id, status, since or lowest, until or highest, after[0], after[1], limit
-        )
+        rows = await self.db.fetch(QUERIES["execution_page"], tenant, job_id, status, since or lowest, until or highest,
+                                   after[0], after[1], limit, phase == "past")  # fmt: skip
         return [Execution.from_row(r) for r in rows]
+
+    async def execution_page_upcoming(
+        self, tenant: str, *, job_id: UUID | None, status: str | None, since: datetime | None,
+        until: datetime | None, after: tuple[datetime, UUID] | None, limit: int,
+    ) -> list[Execution]:
+        """Not yet started, soonest scheduled first, read forward from `since` (or the cursor)."""
+        lowest, highest = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
+        after = after or (lowest, UUID(int=0))
+        rows = await self.db.fetch(QUERIES["execution_page_upcoming"], tenant, job_id, status, since or lowest,
+                                   until or highest, after[0], after[1], limit)  # fmt: skip
+        return [Execution.from_row(r) for r in rows]
+
+    async def execution_minutes_tenant(self, tenant: str, minutes: int) -> tuple[list[MinuteStats], datetime]:
+        """The tenant's last `minutes` UTC minutes, oldest first; and Postgres's now."""
+        return _minutes(await self.db.fetch(QUERIES["execution_minutes_tenant"], tenant, minutes))
+
+    async def execution_minutes_fleet(self, minutes: int) -> tuple[list[MinuteStats], datetime]:
+        """Every tenant's last `minutes` UTC minutes, oldest first; and Postgres's now."""
+        return _minutes(await self.db.fetch(QUERIES["execution_minutes_fleet"], minutes))
 
     async def execution_tenant_recent_stats(self, tenant: str, window_s: float) -> TenantStats:
         row = await self.db.fetchrow(QUERIES["execution_tenant_recent_stats"], tenant, window_s)
@@ -704,13 +733,15 @@ class Store:
         return created, execution
 
     async def execution_insert_first_many(
-        self, occurrences: Sequence[tuple[UUID, UUID, str, datetime]], horizon_s: float, *, queue_now: bool
-    ) -> dict[UUID, str]:
-        """Insert (id, job_id, tenant, instant) first executions of one-off jobs; returns each
-        id's status (queued: ZADD it after commit; pending: the dispatcher will)."""
-        columns = list(zip(*occurrences)) if occurrences else [[], [], [], []]
-        rows = await self.db.fetch(QUERIES["execution_insert_first_many"], *columns, horizon_s, queue_now)
-        return {r["id"]: r["status"] for r in rows}
+        self, ids: Sequence[UUID], job_ids: Sequence[UUID], tenants: Sequence[str], due_at: Sequence[datetime],
+        horizon_s: float, *, queue_now: bool,
+    ) -> set[UUID]:  # fmt: skip
+        """Insert the first executions of one-off jobs (given column-wise), each scheduled and due
+        at its instant; returns the ids written pending (the dispatcher will queue them); the
+        others are queued: ZADD them after the commit."""
+        return set(await self.db.fetchval(
+            QUERIES["execution_insert_first_many"], ids, job_ids, tenants, due_at, horizon_s, queue_now
+        ))  # fmt: skip
 
     async def execution_committed(self, execution_ids: Sequence[UUID]) -> list[Enqueue]:
         ids = list(execution_ids)

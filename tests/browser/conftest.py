@@ -31,16 +31,18 @@ class Served:
     url: str  # http://127.0.0.1:<port>, no trailing slash
     token: str
     tenant: str
+    ops_url: str  # the daemon's [ops] listener, same form
 
 
 @pytest.fixture
 def serve_dashboard(database_url: str, redis_url: str, start_daemon: Callable[..., Any]) -> Callable[[str, str], Awaitable[Served]]:
-    """Start a daemon with its API on a free port, create a tenant `<prefix>-<port>` and wait
-    until its token is accepted."""
+    """Start a daemon with its API and [ops] listener on free ports, create a tenant
+    `<prefix>-<port>` and wait until its token is accepted."""
 
     async def serve(name: str, tenant_prefix: str) -> Served:
-        port = free_port()
-        start_daemon(name, SCHEDULERD_API_ENABLED="true", SCHEDULERD_API_PORT=str(port))
+        port, ops_port = free_port(), free_port()
+        start_daemon(name, SCHEDULERD_API_ENABLED="true", SCHEDULERD_API_PORT=str(port),
+                     SCHEDULERD_OPS_ENABLED="true", SCHEDULERD_OPS_PORT=str(ops_port))  # fmt: skip
         tenant = f"{tenant_prefix}-{port}"
         token = cli(database_url, redis_url, "tenant", "create", tenant).stdout.splitlines()[-1]
         url = f"http://127.0.0.1:{port}"
@@ -53,6 +55,6 @@ def serve_dashboard(database_url: str, redis_url: str, start_daemon: Callable[..
                 return False
 
         await wait_for(up, timeout_s=30, interval_s=0.2)
-        return Served(url, token, tenant)
+        return Served(url, token, tenant, f"http://127.0.0.1:{ops_port}")
 
     return serve

@@ -29,6 +29,7 @@ async def test_log_in_create_a_job_see_it_run_and_open_its_execution(
         page = await browser.new_page(viewport={"width": 1280, "height": 720}, timezone_id="Europe/Berlin")
         await page.goto(url)
         await expect(page.locator("#login")).to_be_visible()
+        await expect(page.locator("#login-error")).to_have_text("")  # nothing typed yet: no error
         await page.fill("#token", "sdk_wrong")
         await page.click("#login-button")
         await expect(page.locator("#login-error")).to_contain_text("valid bearer token")
@@ -38,6 +39,7 @@ async def test_log_in_create_a_job_see_it_run_and_open_its_execution(
 
         # A recurring job: its next runs show in its zone and in UTC.
         await page.click("#new-job-details summary")
+        await expect(page.locator("#job-task")).to_have_value("log")  # a harmless default, never `fail`
         await page.fill("#job-name", "nightly-report")
         await page.select_option("#job-task", "noop")
         await page.check('input[name="when"][value="cron"]')
@@ -67,10 +69,12 @@ async def test_log_in_create_a_job_see_it_run_and_open_its_execution(
         await page.click("#new-job-details summary")  # fold the form away for the picture
         await page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
         await row.click()
-        execution = page.locator("tr.execution").first
+        await expect(page.locator("#job-title")).to_have_text("hello-now")
+        execution = page.locator("#executions tr.execution").first
         await expect(execution).to_have_attribute("data-status", "succeeded")
         await execution.click()
         await expect(page.locator("#execution-status")).to_contain_text("succeeded")
+        await expect(page.locator(".job-name")).to_have_text("hello-now")  # the job by name, not only its id
         attempt = page.locator("#attempts tr.attempt")
         await expect(attempt).to_have_count(1)
         await expect(attempt).to_contain_text("browser-replica")

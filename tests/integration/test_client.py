@@ -90,6 +90,26 @@ async def test_task_types_reported_by_live_workers_need_no_handler_here(
         await client.enqueue("billing.send_invoice")
 
 
+async def test_a_batch_asks_once_about_a_task_type_it_does_not_know(client: Client, store: Store) -> None:
+    reads = 0
+    read_live = store.task_type_live
+
+    async def counted(*args: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        return await read_live(*args)
+
+    store.task_type_live = counted  # type: ignore[method-assign]
+    await client.enqueue("noop")  # the cached list is fresh now
+    reads = 0
+    requests: list[Any] = [{"task": "billing.nope"} if i % 2 else {"task": "noop"} for i in range(400)]
+    requests[4] = {"task": ["not", "hashable"]}
+    results = await client.enqueue_many(requests, batch_size=100)
+    refused = [r for r in results if isinstance(r, Refused)]
+    assert len(refused) == 201 and all(r.field == "task" for r in refused)
+    assert reads == 4  # one per batch (each batch is its own call), not one per item
+
+
 async def test_enqueue_many_writes_the_valid_items_and_names_each_refused_one(
     client: Client, store: Store, queue: DelayQueue
 ) -> None:
@@ -108,6 +128,22 @@ async def test_enqueue_many_writes_the_valid_items_and_names_each_refused_one(
     accepted = results[2401]
     assert isinstance(accepted, Enqueued)
     assert (await store.job_get(accepted.job_id)).params == {"via": "JobRequest"}  # type: ignore[union-attr]
+
+
+async def test_enqueue_many_queues_those_due_soon_and_leaves_the_later_ones_to_the_dispatcher(
+    client: Client, store: Store, queue: DelayQueue
+) -> None:
+    # Interleaved, so the batch's answer (only the pending ids) must be matched per execution.
+    requests = [{"task": "noop", "in_": "2h" if i % 3 == 0 else "1s"} for i in range(300)]
+    results = await client.enqueue_many(requests, batch_size=120)
+    assert all(isinstance(r, Enqueued) for r in results)
+    statuses = {r.execution_id: r.executions[0].status for r in results if isinstance(r, Enqueued)}
+    rows = {r["id"]: r["status"] for r in await store.db.fetch("SELECT id, status FROM executions")}
+    assert statuses == rows
+    assert sorted(statuses.values()).count("pending") == 100
+    for i, result in enumerate(results):
+        assert isinstance(result, Enqueued)
+        assert await _in_redis(queue, result.execution_id) == (i % 3 != 0)
 
 
 async def test_idempotency_keys_replay_the_first_job_and_refuse_another_request(client: Client, store: Store) -> None:

@@ -1,12 +1,39 @@
 // schedulerd dashboard: a static page that reads the JSON API with the bearer token kept in
-// sessionStorage (gone when the tab closes). Hash routes: #/jobs, #/jobs/ID, #/executions/ID,
-// #/failed (dead letters), #/overview. Re-renders the current view every REFRESH_MS. Times: the job's zone, then UTC.
+// sessionStorage (gone when the tab closes). Hash routes: #/jobs, #/jobs/ID[?status=&cursor=&up=],
+// #/executions/ID, #/failed (dead letters), #/overview. Re-renders the current view every
+// REFRESH_MS. Times: the job's zone, then UTC. Charts: charts.js (SVG drawn here, no CDN).
 "use strict";
 
 const REFRESH_MS = 3000;
 const TOKEN_KEY = "schedulerd.token";
+const PAGE = 25; // runs per page on a job's page
+const STRIP = 60; // recent runs in a job's strip
+const UPCOMING_SINCE_MS = 24 * 3600 * 1000; // a job's upcoming runs: not yet started, scheduled since a day ago
+const HARMLESS_TASKS = ["log", "noop"]; // the New job form's default, before any other type
+const RUN_STATUSES = ["running", "succeeded", "failed", "skipped", "cancelled"]; // a job's past runs
 const $ = (id) => document.getElementById(id);
 const zones = {}; // job id -> IANA zone, for executions' times
+const names = {}; // job id -> name (or the id's start), for pages that show a job
+
+function remember(job) {
+  zones[job.id] = job.timezone;
+  names[job.id] = job.name || job.id.slice(0, 8);
+}
+
+// A job's name for a page listing executions of several jobs; fetched once per job.
+async function jobName(id) {
+  if (!(id in names)) {
+    try {
+      remember(await api("GET", `/v1/jobs/${encodeURIComponent(id)}`));
+    } catch (error) {
+      if (error instanceof Unauthorized) throw error;
+      names[id] = id.slice(0, 8);
+    }
+  }
+  return names[id];
+}
+
+const jobLink = (id) => `<a href="#/jobs/${esc(id)}" class="job-name">${esc(names[id] || id.slice(0, 8))}</a>`;
 
 function esc(value) {
   return String(value ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
@@ -62,7 +89,7 @@ function showLogin(message) {
 async function jobsView() {
   const page = await api("GET", "/v1/jobs?limit=100");
   const rows = page.items.map((job) => {
-    zones[job.id] = job.timezone;
+    remember(job);
     const schedule = job.cron ? `<code>${esc(job.cron)}</code>` : esc(job.schedule_kind);
     const next = job.next_runs.slice(0, 2).map((t) => when(t, job.timezone)).join("") || "–";
     const last = job.last_execution
@@ -72,23 +99,49 @@ async function jobsView() {
       <td>${esc(job.timezone)}</td><td>${esc(job.state)}${job.pause ? `<span class="note">${esc(pauseText(job.pause))}</span>` : ""}${overrunFlag(job)}</td>
       <td>${next}</td><td>${last}</td></tr>`;
   });
-  return `<h1>Jobs</h1><table id="jobs"><thead><tr><th>Name</th><th>Task</th><th>Schedule</th><th>Zone</th>
+  return `<h1>Jobs</h1><div class="scroll"><table id="jobs"><thead><tr><th>Name</th><th>Task</th><th>Schedule</th><th>Zone</th>
     <th>State</th><th>Next runs</th><th>Last outcome</th></tr></thead><tbody>${rows.join("") ||
-    '<tr><td colspan="7">No jobs yet: create one above.</td></tr>'}</tbody></table>`;
+    '<tr><td colspan="7">No jobs yet: create one above.</td></tr>'}</tbody></table></div>`;
 }
 
-async function jobView(id) {
-  const job = await api("GET", `/v1/jobs/${encodeURIComponent(id)}`);
-  zones[job.id] = job.timezone;
-  const page = await api("GET", `/v1/executions?job=${encodeURIComponent(id)}&limit=50`);
-  const rows = page.items.map((e) => `<tr class="link execution" data-id="${esc(e.id)}" data-status="${esc(e.status)}"
+function runRow(e, zone) {
+  return `<tr class="link execution" data-id="${esc(e.id)}" data-status="${esc(e.status)}"
       data-href="#/executions/${esc(e.id)}"><td>${badge(e.status)}${origin(e)}</td>
-      <td>${when(e.scheduled_for, job.timezone)}</td><td>${when(e.first_started_at, job.timezone)}</td>
-      <td>${seconds(e.start_lag_s)}</td><td>${esc(e.attempt)}</td><td>${esc(e.worker || "")}</td>
-      <td class="error">${esc((e.last_error || e.reason || "").split("\n").slice(-1)[0])}${lateNote(e)}</td></tr>`);
+      <td>${when(e.scheduled_for, zone)}</td><td>${when(e.first_started_at, zone)}</td>
+      <td>${seconds(e.start_lag_s)}</td><td>${seconds(e.duration_s)}</td><td>${esc(e.attempt)}</td><td>${esc(e.worker || "")}</td>
+      <td class="error">${esc((e.last_error || e.reason || "").split("\n").slice(-1)[0])}${lateNote(e)}</td></tr>`;
+}
+
+// A job's page: what it is, a strip of its recent runs, its past runs (status filter, pages by
+// the API's cursor) and, apart, its upcoming ones. The filter and cursors live in the hash.
+async function jobView(id, query) {
+  const filters = new URLSearchParams(query || "");
+  const job = await api("GET", `/v1/jobs/${encodeURIComponent(id)}`);
+  remember(job);
+  const path = (params) => `#/jobs/${encodeURIComponent(id)}${params.toString() ? `?${params}` : ""}`;
+  const past = new URLSearchParams({ job: id, when: "past", limit: String(PAGE) });
+  const status = RUN_STATUSES.includes(filters.get("status")) ? filters.get("status") : "";
+  if (status) past.set("status", status);
+  if (filters.get("cursor")) past.set("cursor", filters.get("cursor"));
+  // Upcoming from a day back: overdue runs still show, and the scan skips the job's history.
+  const upcoming = new URLSearchParams({ job: id, when: "upcoming", limit: "10", since: new Date(Date.now() - UPCOMING_SINCE_MS).toISOString() });
+  if (filters.get("up")) upcoming.set("cursor", filters.get("up"));
+  const [runs, next, recent] = await Promise.all([
+    api("GET", `/v1/executions?${past}`), api("GET", `/v1/executions?${upcoming}`),
+    api("GET", `/v1/executions?${new URLSearchParams({ job: id, when: "past", limit: String(STRIP) })}`)]);
+  const rows = runs.items.map((e) => runRow(e, job.timezone));
+  const upcomingRows = next.items.map((e) => runRow(e, job.timezone));
+  const older = new URLSearchParams(filters);
+  older.set("cursor", runs.next_cursor || "");
+  const later = new URLSearchParams(filters);
+  later.set("up", next.next_cursor || "");
+  const first = new URLSearchParams(filters);
+  first.delete("cursor");
+  const firstUp = new URLSearchParams(filters);
+  firstUp.delete("up");
   // Next runs from the labelled preview: a run DST shifted, skipped before or de-duplicated says so.
-  const next = job.state === "enabled" ? (await api("GET", `/v1/jobs/${encodeURIComponent(id)}/next-runs?count=5`)).items : [];
-  const nextRuns = next.map((r) => `<div class="run">${when(r.at, job.timezone)}${r.labels.map((label) =>
+  const preview = job.state === "enabled" ? (await api("GET", `/v1/jobs/${encodeURIComponent(id)}/next-runs?count=5`)).items : [];
+  const nextRuns = preview.map((r) => `<div class="run">${when(r.at, job.timezone)}${r.labels.map((label) =>
     `<span class="dst" title="${esc(r.note)}">${esc(label)}</span>`).join("")}</div>`).join("") || "–";
   const dst = job.cron ? `<dt>DST</dt><dd>repeated time: ${esc(job.dst_repeated)}, missing time: ${esc(job.dst_missing)};
     tz database ${esc(job.tzdata_version || "unrecorded")}</dd>` : "";
@@ -97,7 +150,10 @@ async function jobView(id) {
     ${job.state === "enabled" ? '<button data-action="pause">Pause</button>' : ""}
     ${job.state === "paused" && job.cron ? '<button data-action="resume">Resume</button>' : ""}
     <button data-action="delete">Delete</button>`;
-  return `<h1>Job ${esc(job.name || job.id)}</h1>
+  const head = `<thead><tr><th>Status</th><th>Scheduled</th><th>Started</th><th>Start lag</th><th>Duration</th>
+    <th>Attempts</th><th>Worker</th><th>Error / reason</th></tr></thead>`;
+  const options = ["", ...RUN_STATUSES].map((s) => `<option value="${s}"${s === status ? " selected" : ""}>${s || "all"}</option>`);
+  return `<h1>Job <span id="job-title">${esc(job.name || job.id)}</span></h1>
     <dl><dt>id</dt><dd>${esc(job.id)}</dd><dt>task</dt><dd>${esc(job.task)}</dd>
     <dt>schedule</dt><dd>${job.cron ? `<code>${esc(job.cron)}</code> in ${esc(job.timezone)}` : esc(job.schedule_kind)}</dd>
     <dt>state</dt><dd id="job-state">${esc(job.state)}${job.pause ? ` since ${when(job.pause.at, "UTC")}
@@ -106,9 +162,19 @@ async function jobView(id) {
     ${job.overrun ? `<dt>run time</dt><dd id="job-overrun" class="${job.overrun.warning ? "error" : ""}">${overrunText(job.overrun)}</dd>` : ""}
     ${dst}<dt>next runs</dt><dd id="next-runs">${nextRuns}</dd></dl>
     <p id="job-actions" data-id="${esc(job.id)}">${actions}</p>
-    <h2>Executions</h2><table id="executions"><thead><tr><th>Status</th><th>Scheduled</th><th>Started</th>
-    <th>Start lag</th><th>Attempts</th><th>Worker</th><th>Error / reason</th></tr></thead>
-    <tbody>${rows.join("") || '<tr><td colspan="7">None yet.</td></tr>'}</tbody></table>`;
+    <h2>Recent runs</h2>${recent.items.length ? `<figure><figcaption>The last ${esc(recent.items.length)} runs, oldest left:
+      colour is the outcome, height the duration</figcaption>${Charts.strip("run-strip", "recent runs by outcome and duration", recent.items)}</figure>`
+      : "<p>No run yet.</p>"}
+    <h2>Runs</h2><form id="run-filter" class="filters"><label>Status <select id="run-status" name="status">${options.join("")}</select></label>
+      ${filters.get("cursor") ? `<a id="runs-newest" href="${esc(path(first))}">newest</a>` : ""}
+      ${runs.next_cursor ? `<a id="runs-older" href="${esc(path(older))}">older →</a>` : ""}</form>
+    <div class="scroll"><table id="executions">${head}
+    <tbody>${rows.join("") || `<tr><td colspan="8">No ${esc(status || "past")} runs${filters.get("cursor") ? " on this page" : " yet"}.</td></tr>`}</tbody></table></div>
+    <h2>Upcoming</h2><p class="note">Not yet started, soonest first (scheduled since 24 hours ago; older ones are under
+      Operator, late runs).</p><p class="filters">${filters.get("up") ? `<a id="upcoming-first" href="${esc(path(firstUp))}">soonest</a>` : ""}
+      ${next.next_cursor ? `<a id="upcoming-later" href="${esc(path(later))}">later →</a>` : ""}</p>
+    <div class="scroll"><table id="upcoming">${head}
+    <tbody>${upcomingRows.join("") || '<tr><td colspan="8">Nothing waiting to start.</td></tr>'}</tbody></table></div>`;
 }
 
 function overrunFlag(job) {
@@ -124,7 +190,7 @@ function overrunText(o) {
 
 async function executionView(id) {
   const e = await api("GET", `/v1/executions/${encodeURIComponent(id)}`);
-  if (!zones[e.job_id]) zones[e.job_id] = (await api("GET", `/v1/jobs/${e.job_id}`)).timezone;
+  if (!zones[e.job_id]) remember(await api("GET", `/v1/jobs/${e.job_id}`));
   const zone = zones[e.job_id];
   const attempts = e.attempts.map((a) => `<tr class="attempt"><td>${esc(a.attempt)}</td><td>${badge(a.outcome)}</td>
     <td>${when(a.started_at, zone)}</td><td>${when(a.finished_at, zone)}</td><td>${seconds(a.duration_s)}</td>
@@ -132,18 +198,18 @@ async function executionView(id) {
   const redrives = (e.redrive_history || []).map((r) => `<tr class="redrive"><td>${when(r.redriven_at, zone)}</td>
     <td>${esc(r.redriven_by)}</td><td>${esc(r.attempts_before)}</td><td class="error">${esc(r.error_before || "")}</td></tr>`);
   return `<h1>Execution ${esc(e.id)}</h1>
-    <dl><dt>job</dt><dd><a href="#/jobs/${esc(e.job_id)}">${esc(e.job_id)}</a></dd>
+    <dl><dt>job</dt><dd>${jobLink(e.job_id)} <span class="note">${esc(e.job_id)}</span></dd>
     <dt>status</dt><dd id="execution-status">${badge(e.status)} ${esc(e.reason || "")}${lateNote(e)}</dd>
     <dt>scheduled for</dt><dd>${when(e.scheduled_for, zone)}</dd><dt>first started</dt><dd>${when(e.first_started_at, zone)}</dd>
     <dt>start lag</dt><dd>${seconds(e.start_lag_s)}</dd><dt>finished</dt><dd>${when(e.finished_at, zone)}</dd>
     <dt>attempts</dt><dd>${esc(e.attempt)}</dd><dt>origin</dt><dd>${esc(e.origin)}</dd>
     <dt>redrives</dt><dd>${esc(e.redrives)}</dd></dl>
     ${e.status === "failed" ? `<p id="execution-actions" data-id="${esc(e.id)}"><button data-action="redrive">Redrive</button></p>` : ""}
-    ${redrives.length ? `<h2>Redrives</h2><table id="redrives"><thead><tr><th>When</th><th>By</th><th>Attempts before</th>
-    <th>Error before</th></tr></thead><tbody>${redrives.join("")}</tbody></table>` : ""}
-    <h2>Attempts</h2><table id="attempts"><thead><tr><th>#</th><th>Outcome</th><th>Started</th><th>Ended</th>
+    ${redrives.length ? `<h2>Redrives</h2><div class="scroll"><table id="redrives"><thead><tr><th>When</th><th>By</th><th>Attempts before</th>
+    <th>Error before</th></tr></thead><tbody>${redrives.join("")}</tbody></table></div>` : ""}
+    <h2>Attempts</h2><div class="scroll"><table id="attempts"><thead><tr><th>#</th><th>Outcome</th><th>Started</th><th>Ended</th>
     <th>Duration</th><th>Worker</th><th>Error</th></tr></thead>
-    <tbody>${attempts.join("") || '<tr><td colspan="7">No finished attempt yet.</td></tr>'}</tbody></table>`;
+    <tbody>${attempts.join("") || '<tr><td colspan="7">No finished attempt yet.</td></tr>'}</tbody></table></div>`;
 }
 
 // Dead letters: this tenant's failed executions, filtered by task and error text (#/failed?task=..&error=..).
@@ -152,48 +218,54 @@ async function failedView(query) {
   const params = new URLSearchParams({ limit: "100" });
   for (const key of ["task", "error", "job"]) if (filters.get(key)) params.set(key, filters.get(key));
   const page = await api("GET", `/v1/executions/failed?${params}`);
+  await Promise.all([...new Set(page.items.map((e) => e.job_id))].map(jobName));
   const rows = page.items.map((e) => `<tr class="failed" data-id="${esc(e.id)}"><td><a href="#/executions/${esc(e.id)}">${esc(e.id.slice(0, 8))}</a>${origin(e)}</td>
-    <td>${esc(e.task)}</td><td>${when(e.scheduled_for, zones[e.job_id])}</td><td>${when(e.finished_at, zones[e.job_id])}</td>
+    <td>${jobLink(e.job_id)}</td><td>${esc(e.task)}</td><td>${when(e.scheduled_for, zones[e.job_id])}</td><td>${when(e.finished_at, zones[e.job_id])}</td>
     <td>${esc(e.attempt)}</td><td>${esc(e.redrives)}</td><td class="error">${esc((e.last_error || "").split("\n").slice(-1)[0])}</td>
     <td><button data-action="redrive" data-id="${esc(e.id)}">Redrive</button></td></tr>`);
   return `<h1>Failed executions</h1>
     <form id="failed-filter"><input name="task" placeholder="task" value="${esc(filters.get("task") || "")}">
     <input name="error" placeholder="error contains" value="${esc(filters.get("error") || "")}"><button>Filter</button></form>
-    <table id="failed"><thead><tr><th>Execution</th><th>Task</th><th>Scheduled</th><th>Failed</th><th>Attempts</th>
+    <div class="scroll"><table id="failed"><thead><tr><th>Execution</th><th>Job</th><th>Task</th><th>Scheduled</th><th>Failed</th><th>Attempts</th>
     <th>Redrives</th><th>Last error</th><th></th></tr></thead>
-    <tbody>${rows.join("") || '<tr><td colspan="8">No failed executions.</td></tr>'}</tbody></table>`;
+    <tbody>${rows.join("") || '<tr><td colspan="9">No failed executions.</td></tr>'}</tbody></table></div>`;
 }
 
 async function overviewView() {
-  const [o, forecast, late] = await Promise.all([api("GET", "/v1/overview"), api("GET", "/v1/forecast"),
-                                                 api("GET", "/v1/executions/late?limit=20")]);
+  const [o, forecast, late, stats] = await Promise.all([api("GET", "/v1/overview"), api("GET", "/v1/forecast"),
+    api("GET", "/v1/executions/late?limit=20"), api("GET", "/v1/stats/minutes?minutes=60")]);
+  await Promise.all([...new Set(late.items.map((e) => e.job_id))].map(jobName));
   const card = (label, value) => `<div class="card">${esc(label)}<b>${esc(value)}</b></div>`;
   const lag = o.start_lag;
   const statuses = Object.entries(o.runs_by_status).map(([status, n]) => `<tr><td>${badge(status)}</td><td>${esc(n)}</td></tr>`);
+  const dueBars = Charts.bars("forecast-chart", "executions due next", forecast.windows.map((w) => ({
+    label: w.window, title: `due within ${w.window}`, parts: [{ name: "due", value: w.due }] })));
   return `<h1>Operator view</h1><div class="cards" id="overview">
     ${card("queue depth (fleet)", o.queue_depth)}${card("oldest due, waiting", seconds(o.oldest_due_age_s))}
     ${card("materialiser horizon", o.horizon_s == null ? "–" : `${(o.horizon_s / 3600).toFixed(2)} h`)}
     ${card("start lag p50", seconds(lag.p50_s))}${card("p90", seconds(lag.p90_s))}${card("p99", seconds(lag.p99_s))}
     ${card("max", seconds(lag.max_s))}</div>
+    <h2>Your last hour, minute by minute</h2>${Charts.minuteCharts("tenant", stats)}
     <h2>Your runs of the last ${esc(Math.round(o.window_s / 60))} minutes by status (${esc(lag.started)} started)</h2>
-    <table id="runs-by-status"><tbody>${statuses.join("") || '<tr><td>none</td></tr>'}</tbody></table>
+    <div class="scroll"><table id="runs-by-status"><tbody>${statuses.join("") || '<tr><td>none</td></tr>'}</tbody></table></div>
     <h2>Due next (your executions not yet started)</h2><div class="cards" id="forecast">
     ${forecast.windows.map((w) => card(`within ${w.window}`, w.due)).join("")}</div>
-    <h2>Late or missed in the last 24 hours</h2><table id="late-runs"><thead><tr><th>Scheduled</th><th>Status</th>
+    <figure><figcaption>Due within 1, 5, 15 and 60 minutes</figcaption>${dueBars}</figure>
+    <h2>Late or missed in the last 24 hours</h2><div class="scroll"><table id="late-runs"><thead><tr><th>Scheduled</th><th>Status</th>
     <th>Late reason</th><th>Started</th><th>Job</th></tr></thead><tbody>${late.items.map((e) => `<tr class="link"
       data-href="#/executions/${esc(e.id)}"><td>${when(e.scheduled_for, zones[e.job_id])}</td>
       <td>${badge(e.status)}</td><td>${esc(e.late_reason)}</td><td>${when(e.first_started_at, zones[e.job_id])}</td>
-      <td>${esc(e.job_id.slice(0, 8))}</td></tr>`).join("") || '<tr><td colspan="5">none: everything started on time</td></tr>'}
-    </tbody></table>`;
+      <td>${jobLink(e.job_id)}</td></tr>`).join("") || '<tr><td colspan="5">none: everything started on time</td></tr>'}
+    </tbody></table></div>`;
 }
 
 async function render() {
   if (!sessionStorage.getItem(TOKEN_KEY)) return showLogin();
   const [route, query] = (location.hash || "#/jobs").split("?");
   const [, kind, id] = route.split("/");
-  if (kind === "failed" && document.activeElement?.closest?.("#failed-filter")) return; // do not wipe a filter being typed
+  if (document.activeElement?.matches?.("#failed-filter input, #run-filter select")) return; // do not wipe a filter being used
   try {
-    const html = kind === "jobs" && id ? await jobView(id) : kind === "executions" && id ? await executionView(id)
+    const html = kind === "jobs" && id ? await jobView(id, query) : kind === "executions" && id ? await executionView(id)
       : kind === "overview" ? await overviewView() : kind === "failed" ? await failedView(query) : await jobsView();
     $("view").innerHTML = html;
     $("new-job").hidden = !(kind === "jobs" && !id);
@@ -205,11 +277,13 @@ async function render() {
 }
 
 async function start() {
+  if (!sessionStorage.getItem(TOKEN_KEY)) return showLogin(); // nothing typed yet: no error to show
   try {
     const me = await api("GET", "/v1/me");
     $("tenant").textContent = `tenant ${me.tenant}`;
     const tasks = await api("GET", "/v1/tasks");
-    $("job-task").innerHTML = tasks.tasks.map((t) => `<option>${esc(t)}</option>`).join("");
+    const harmless = HARMLESS_TASKS.find((t) => tasks.tasks.includes(t)) || tasks.tasks.find((t) => t !== "fail");
+    $("job-task").innerHTML = tasks.tasks.map((t) => `<option${t === harmless ? " selected" : ""}>${esc(t)}</option>`).join("");
   } catch (error) {
     return showLogin(error.message);
   }
@@ -255,7 +329,17 @@ $("job-form").addEventListener("submit", async (event) => {
   }
 });
 
+$("view").addEventListener("change", (event) => {
+  if (event.target.id !== "run-status") return;
+  const [route] = location.hash.split("?");
+  const filters = new URLSearchParams();
+  if (event.target.value) filters.set("status", event.target.value);
+  event.target.blur();
+  location.hash = `${route}${filters.toString() ? `?${filters}` : ""}`;
+});
+
 $("view").addEventListener("submit", (event) => {
+  if (event.target.id === "run-filter") return event.preventDefault(); // the select acts on change
   if (event.target.id !== "failed-filter") return;
   event.preventDefault();
   const filters = new URLSearchParams();

@@ -82,13 +82,30 @@ ORDER BY due_at, id LIMIT $3;
 
 -- name: execution_page
 -- One tenant's executions newest first (scheduled_for, id), strictly after the cursor ($6, $7),
--- optionally of one job ($2) and status ($3), scheduled in [$4, $5). Keyset pagination on
--- executions_tenant_recent: a row inserted meanwhile never shifts a later page.
+-- optionally of one job ($2) and status ($3), scheduled in [$4, $5), and only past ones when $9:
+-- started or settled (not pending or queued) and scheduled by now (a claim needs the row due, so
+-- every started one is), so a paused job's cancelled future slots do not lead. The "by now" bound
+-- is an index condition (now() is stable): the scan starts at the present, not the horizon.
+-- Keyset pagination on executions_tenant_recent: a row inserted meanwhile never shifts a later page.
 SELECT * FROM executions
 WHERE tenant = $1 AND ($2::uuid IS NULL OR job_id = $2) AND ($3::text IS NULL OR status = $3)
   AND scheduled_for >= $4 AND scheduled_for < $5
   AND (scheduled_for, id) < ($6, $7)
+  AND scheduled_for <= CASE WHEN $9::boolean THEN now() ELSE 'infinity'::timestamptz END
+  AND (NOT $9::boolean OR status NOT IN ('pending', 'queued'))
 ORDER BY scheduled_for DESC, id DESC
+LIMIT $8;
+
+-- name: execution_page_upcoming
+-- One tenant's executions not yet started (pending or queued, retries included), soonest
+-- scheduled first, strictly after the cursor ($6, $7); optionally of one job ($2) and status ($3),
+-- scheduled in [$4, $5). The same index as execution_page, read forwards.
+SELECT * FROM executions
+WHERE tenant = $1 AND ($2::uuid IS NULL OR job_id = $2) AND ($3::text IS NULL OR status = $3)
+  AND status IN ('pending', 'queued')
+  AND scheduled_for >= $4 AND scheduled_for < $5
+  AND (scheduled_for, id) > ($6, $7)
+ORDER BY scheduled_for, id
 LIMIT $8;
 
 -- name: execution_insert_first_many
@@ -96,12 +113,17 @@ LIMIT $8;
 -- that instant. Those due inside the dispatch horizon ($5 s) are queued for the caller's ZADD
 -- after its commit, unless $6 is false: inside an application's own transaction the commit is
 -- not ours to see, so they stay pending and the dispatcher enqueues them once they are visible.
-INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enqueued_at)
-SELECT o.id, o.job_id, o.tenant, o.at, o.at,
-       CASE WHEN $6 AND o.at <= clock_timestamp() + make_interval(secs => $5) THEN 'queued' ELSE 'pending' END,
-       CASE WHEN $6 AND o.at <= clock_timestamp() + make_interval(secs => $5) THEN clock_timestamp() END
-FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[]) AS o(id, job_id, tenant, at)
-RETURNING id, status;
+-- Returns only the ids written pending: usually none, and a row per execution cost the bulk
+-- create more than its insert did.
+WITH inserted AS (
+    INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enqueued_at)
+    SELECT o.id, o.job_id, o.tenant, o.at, o.at,
+           CASE WHEN $6 AND o.at <= clock_timestamp() + make_interval(secs => $5) THEN 'queued' ELSE 'pending' END,
+           CASE WHEN $6 AND o.at <= clock_timestamp() + make_interval(secs => $5) THEN clock_timestamp() END
+    FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[]) AS o(id, job_id, tenant, at)
+    RETURNING id, status
+)
+SELECT coalesce(array_agg(id) FILTER (WHERE status = 'pending'), '{}') AS pending FROM inserted;
 
 -- name: execution_committed
 -- Which of these executions (ids, with their tenants) exist and still wait to start: after an

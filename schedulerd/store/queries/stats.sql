@@ -26,6 +26,45 @@ SELECT (SELECT coalesce(jsonb_object_agg(status, n), '{}') FROM (SELECT status, 
        (SELECT max(lag_s) FROM recent) AS lag_max_s,
        (SELECT count(lag_s) FROM recent) AS started;
 
+-- name: execution_minutes_tenant
+-- Tenant $1's last $2 minutes (UTC minutes of scheduled time, the current one last), each with
+-- executions scheduled, started, succeeded and failed, and the start-lag p50 and p99 (seconds)
+-- of those started. Minutes with nothing scheduled are rows of zeros.
+WITH span AS (SELECT date_trunc('minute', clock_timestamp()) - make_interval(mins => $2 - 1) AS first_minute,
+                     clock_timestamp() AS now),
+recent AS (
+    SELECT date_trunc('minute', scheduled_for) AS minute, status,
+           extract(epoch FROM first_started_at - scheduled_for)::float8 AS lag_s
+    FROM executions, span
+    WHERE tenant = $1 AND scheduled_for >= span.first_minute AND scheduled_for <= span.now
+)
+SELECT m.minute, count(r.minute) AS scheduled, count(r.lag_s) AS started,
+       count(*) FILTER (WHERE r.status = 'succeeded') AS succeeded, count(*) FILTER (WHERE r.status = 'failed') AS failed,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY r.lag_s) AS lag_p50_s,
+       percentile_cont(0.99) WITHIN GROUP (ORDER BY r.lag_s) AS lag_p99_s, span.now
+FROM span CROSS JOIN generate_series(span.first_minute, date_trunc('minute', span.now), interval '1 minute') AS m(minute)
+LEFT JOIN recent r ON r.minute = m.minute
+GROUP BY m.minute, span.now ORDER BY m.minute;
+
+-- name: execution_minutes_fleet
+-- execution_minutes_tenant for every tenant at once (the [ops] listener): a range scan of
+-- executions_scheduled_for over the last $1 minutes, so its cost grows with the fleet's rate.
+WITH span AS (SELECT date_trunc('minute', clock_timestamp()) - make_interval(mins => $1 - 1) AS first_minute,
+                     clock_timestamp() AS now),
+recent AS (
+    SELECT date_trunc('minute', scheduled_for) AS minute, status,
+           extract(epoch FROM first_started_at - scheduled_for)::float8 AS lag_s
+    FROM executions, span
+    WHERE scheduled_for >= span.first_minute AND scheduled_for <= span.now
+)
+SELECT m.minute, count(r.minute) AS scheduled, count(r.lag_s) AS started,
+       count(*) FILTER (WHERE r.status = 'succeeded') AS succeeded, count(*) FILTER (WHERE r.status = 'failed') AS failed,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY r.lag_s) AS lag_p50_s,
+       percentile_cont(0.99) WITHIN GROUP (ORDER BY r.lag_s) AS lag_p99_s, span.now
+FROM span CROSS JOIN generate_series(span.first_minute, date_trunc('minute', span.now), interval '1 minute') AS m(minute)
+LEFT JOIN recent r ON r.minute = m.minute
+GROUP BY m.minute, span.now ORDER BY m.minute;
+
 -- name: execution_oldest_due
 -- Fleet-wide: the earliest due time among executions not yet started (both partial indexes
 -- answer with one index probe each), and Postgres's now.
