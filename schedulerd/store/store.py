@@ -423,7 +423,7 @@ class Store:
     async def execution_overview(self) -> dict[str, Any]:
         return dict(await self.db.fetchrow(QUERIES["execution_overview"]))
 
-    # --- tenants, tokens and the API's reads (appended for the HTTP API) ----------------------
+    # --- tenants, tokens and the API's reads ------------------------------------------------
 
     async def tenant_insert(self, name: str) -> bool:
         """False when the name is taken."""
@@ -613,7 +613,7 @@ class Store:
     async def redrive_list(self, execution_id: UUID) -> list[Redrive]:
         return [Redrive.from_row(r) for r in await self.db.fetch(QUERIES["redrive_list"], execution_id)]
 
-    # --- late occurrences and the due forecast (issue 9) --------------------------------------
+    # --- late occurrences and the due forecast -----------------------------------------------
 
     async def execution_late_page(
         self, *, grace_s: float, since: datetime, tenant: str | None = None, job_id: UUID | None = None,
