@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -52,7 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     when = create.add_mutually_exclusive_group()
     when.add_argument("--at", help="ISO 8601 instant with offset, e.g. 2026-12-01T09:00:00Z")
     when.add_argument("--in", dest="in_", metavar="DURATION", help="delay from now, e.g. 30s, 5m, 1h30m")
-    when.add_argument("--cron", help="5-field cron expression or @hourly/@daily/...")
+    when.add_argument("--cron", help="5-field cron expression (L, W, #, ? in the day fields), @hourly/@daily/..., "
+                      "or @every 5m (an interval from the job's creation)")
     create.add_argument("--tz", default="UTC", help="IANA time zone of the cron expression (default UTC)")
     create.add_argument("--misfire", default="run_once", choices=["skip", "run_once", "catch_up"],
                         help="what happens to occurrences missed while the scheduler was down")
@@ -179,6 +182,13 @@ def _uuid(text: str, field: str) -> UUID:
 
 def _time(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z" if value else "-"
+
+
+def _shown(value: Any) -> str:
+    """A record's field for people: times as UTC instants, nothing as '-' (as the tables print it)."""
+    if isinstance(value, datetime):
+        return _time(value)
+    return "-" if value is None else str(value)
 
 
 def _jsonable(record: Any) -> Any:
@@ -310,10 +320,10 @@ async def _job_create_from_file(args: argparse.Namespace, config: Config) -> Non
     if args.json:
         print(json.dumps(bulk_create.summary(report)))
     else:
-        print(f"{report.created} jobs created, {report.replayed} replayed (idempotency key seen before), "
-              f"{len(report.errors)} lines refused, of {report.lines} lines")  # fmt: skip
+        print(f"{_plural(report.created, 'job')} created, {report.replayed} replayed (idempotency key seen before), "
+              f"{_plural(len(report.errors), 'line')} refused, of {_plural(report.lines, 'line')}")  # fmt: skip
     if report.errors:
-        raise ValidationError("--from-file", f"{len(report.errors)} of {report.lines} lines refused (listed above, "
+        raise ValidationError("--from-file", f"{len(report.errors)} of {_plural(report.lines, 'line')} refused (listed above, "
                               "each by line number); nothing of them was written, the other lines were")  # fmt: skip
 
 
@@ -350,7 +360,8 @@ async def _job_create(args: argparse.Namespace, config: Config) -> None:
         return
     print(f"job {job.id} ({job.task}, tenant {job.tenant})")
     if job.cron:
-        print(f"schedule {job.cron!r} in {job.timezone}; {len(executions)} executions written ahead; next runs:")
+        print(f"schedule {job.cron!r} in {job.timezone}; {_plural(len(executions), 'execution')} written ahead; "
+              f"next runs{_smear_note(job)}:")  # fmt: skip
         _print_runs(runs, job.timezone)
     else:
         (execution,) = executions
@@ -362,16 +373,33 @@ async def _job_list(args: argparse.Namespace, config: Config) -> None:
         raise ValidationError("--limit", f"must be between 1 and 1000, got {args.limit}")
     async with _Session(config) as jobs:
         listed = await jobs.store.job_list(tenant=args.tenant, deleted=args.deleted, limit=args.limit)
+        last = await jobs.store.job_last_executions([j.id for j in listed]) if listed else {}
+    states = {j.id: _job_state(j, last.get(j.id)) for j in listed}
     if args.json:
-        print(json.dumps([_jsonable(j) for j in listed]))
+        print(json.dumps([{**_jsonable(j), "state": states[j.id], "last_status": last[j.id].status if j.id in last else None}
+                          for j in listed]))  # fmt: skip
         return
-    header = ("ID", "TENANT", "TASK", "SCHEDULE", "ZONE", "OVERLAP", "STATE", "CREATED")
+    header = ("ID", "NAME", "TENANT", "TASK", "SCHEDULE", "ZONE", "OVERLAP", "STATE", "LAST", "CREATED")
     rows = [
-        (str(j.id), j.tenant, j.task, j.cron or (_time(j.run_at) if j.run_at else "-"), j.timezone, j.overlap,
-         "deleted" if j.deleted_at else "enabled" if j.enabled else "paused", _time(j.created_at))
+        (str(j.id), j.name or "-", j.tenant, j.task, j.cron or (_time(j.run_at) if j.run_at else "-"), j.timezone,
+         j.overlap, states[j.id], last[j.id].status if j.id in last else "-", _time(j.created_at))
         for j in listed
     ]  # fmt: skip
-    print(_table(rows, header))
+    print(_table(rows, header) if rows else "no jobs")
+
+
+FINAL = frozenset({ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED, ExecutionStatus.SKIPPED})
+
+
+def _job_state(job: Any, last: Any) -> str:
+    """deleted | paused | done (a one-off whose run has finished: it will not run again) | enabled."""
+    if job.deleted_at:
+        return "deleted"
+    if not job.enabled:
+        return "paused"
+    if job.cron is None and last is not None and last.status in FINAL:
+        return "done"
+    return "enabled"
 
 
 def _print_job(job: Any, as_json: bool, **extra: Any) -> None:
@@ -379,7 +407,7 @@ def _print_job(job: Any, as_json: bool, **extra: Any) -> None:
         print(json.dumps({**_jsonable(job), **extra}))
         return
     for key, value in asdict(job).items():
-        print(f"{key:16} {_time(value) if isinstance(value, datetime) else value}")
+        print(f"{key:16} {_shown(value)}")
     for key, value in extra.items():
         if key == "overrun" and value:
             verdict = "WARNING: runs near their interval, they will soon overlap" if value["warning"] else "ok"
@@ -438,7 +466,8 @@ async def _job_backfill(args: argparse.Namespace, config: Config) -> None:
     if args.json:
         print(json.dumps({"created": [_jsonable(e) for e in done.created], "already_backfilled": done.already_backfilled}))
         return
-    print(f"job {job_id}: {len(done.created)} executions created, {done.already_backfilled} occurrences already backfilled")
+    print(f"job {job_id}: {_plural(len(done.created), 'execution')} created, "
+          f"{_plural(done.already_backfilled, 'occurrence')} already backfilled")
     if done.created:
         first, last = done.created[0], done.created[-1]
         print(f"scheduled for {_time(first.scheduled_for)} .. {_time(last.scheduled_for)}; "
@@ -455,10 +484,22 @@ async def _job_next(args: argparse.Namespace, config: Config) -> None:
         job = await jobs.get(job_id)
     now = datetime.now(UTC)
     runs = labelled_next_runs(job, now, args.count)
+    if runs and not args.json and _smear_note(job):
+        print(f"next runs{_smear_note(job)}:")
     _print_preview(runs, job.timezone, args.json)
     if not runs and not args.json:
         state = "deleted" if job.deleted_at else "paused" if not job.enabled else "enabled"
         print(f"no runs after {_time(now)} (job {state}, {job.cron or job.schedule_kind})")
+
+
+def _smear_note(job: Any) -> str:
+    """Previews show due times, which carry the job's smearing offset (--window)."""
+    if not job.window_s:
+        return ""
+    from schedulerd.core.schedule import smear_offset_s
+
+    offset = smear_offset_s(str(job.id), job.window_s)
+    return f" (each {offset:.1f} s after its scheduled time: this job's offset inside its {_span(job.window_s)} --window)"
 
 
 def _run_view(run: Any, zone: str) -> dict[str, Any]:
@@ -480,10 +521,17 @@ async def _cron_next(args: argparse.Namespace, config: Config) -> None:
         raise ValidationError("--count", f"must be between 1 and 1000, got {args.count}")
     start = _parse("--from", parse_instant, args.from_) if args.from_ else datetime.now(UTC)
     try:
-        schedule = CronSchedule.parse(args.expression, args.tz, args.dst_repeated, args.dst_missing)
+        # An @every interval counts from the job's creation; previewed, from --from (or now).
+        schedule = CronSchedule.parse(args.expression, args.tz, args.dst_repeated, args.dst_missing, anchor=start)
     except ScheduleError as exc:
-        raise ValidationError("--tz" if "time zone" in str(exc) else "expression", str(exc)) from None
+        field = "--tz" if "time zone" in str(exc) else "expression"
+        if str(exc).startswith("dst_"):
+            field = "--dst-repeated" if args.dst_repeated else "--dst-missing"
+        raise ValidationError(field, str(exc)) from None
     runs = schedule.labelled_runs(start, args.count)
+    if schedule.interval_s is not None and not args.json:
+        print(f"{args.expression.strip()}: elapsed time counted from {_time(start)} (a job counts from its "
+              "creation); DST does not move it")  # fmt: skip
     _print_preview(runs, args.tz, args.json)
     if not runs and not args.json:
         print(f"no runs after {_time(start)}: the calendar ends at 9999-12-31 (UTC and local)")
@@ -580,7 +628,7 @@ async def _executions_redrive(args: argparse.Namespace, config: Config) -> None:
         return
     for execution_id in done.execution_ids:
         print(f"execution {execution_id} redriven")
-    print(f"{len(done.execution_ids)} redriven" + (f", {len(done.not_redriven)} not (job paused or deleted, or "
+    print(f"{_plural(len(done.execution_ids), 'execution')} redriven" + (f", {len(done.not_redriven)} not (job paused or deleted, or "
           "redriven meanwhile)" if done.not_redriven else "") + ("; more match: run it again" if done.more else ""))
 def _since(text: str | None) -> datetime:
     """--since: an ISO 8601 instant, or a duration meaning that long ago; default 24 h ago."""
@@ -678,7 +726,8 @@ async def _executions_list(args: argparse.Namespace, config: Config) -> None:
     header = ("ID", "JOB", "STATUS", "ATTEMPT", "SCHEDULED_FOR", "STARTED", "FINISHED", "LAST_ERROR / REASON")
     rows = [
         (str(e.id), str(e.job_id)[:8], e.status, str(e.attempt), _time(e.scheduled_for), _time(e.first_started_at),
-         _time(e.finished_at), e.last_error.splitlines()[-1][:60] if e.last_error else e.reason or "")
+         _time(e.finished_at), e.last_error.splitlines()[-1][:60] if e.last_error and e.status != ExecutionStatus.SUCCEEDED
+         else e.reason or "-")
         for e in executions
     ]  # fmt: skip
     print(_table(rows, header))
@@ -697,7 +746,9 @@ async def _executions_show(args: argparse.Namespace, config: Config) -> None:
                           "redrives": [_jsonable(r) for r in redrives]}))  # fmt: skip
         return
     for key, value in asdict(execution).items():
-        print(f"{key:17} {_time(value) if isinstance(value, datetime) else value}")
+        if key == "last_error" and execution.status == ExecutionStatus.SUCCEEDED:
+            value = None  # an earlier attempt's error is not this success's: it stays in the attempts below
+        print(f"{key:17} {_shown(value)}")
     print()
     header = ("ATTEMPT", "FENCE", "WORKER", "STARTED", "FINISHED", "DURATION", "OUTCOME", "ERROR")
     rows = [
@@ -711,6 +762,32 @@ async def _executions_show(args: argparse.Namespace, config: Config) -> None:
     ]  # fmt: skip
     # Attempts and redrives interleave by fence: each redrive raised it, between two budgets.
     print(_table([row for _, row in sorted(rows, key=lambda r: r[0])], header) if rows else "no finished attempts yet")
+
+
+def _span(seconds: float) -> str:
+    """A length of time for people: '0.4 s', '12 s', '4 min 5 s', '5 h 59 min', '2 d 3 h'."""
+    seconds = abs(seconds)
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s" if secs else f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def _plural(count: int, word: str, plural: str | None = None) -> str:
+    """'1 execution', '2 executions', '0 lines'."""
+    return f"{count} {word if count == 1 else plural or word + 's'}"
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{key} {value:,}" for key, value in counts.items()) or "none"
 
 
 async def _status(args: argparse.Namespace, config: Config) -> None:
@@ -728,23 +805,29 @@ async def _status(args: argparse.Namespace, config: Config) -> None:
         except UNREACHABLE:
             depth = None  # say so rather than fail: this is the screen used when things are broken
 
-    def age_s(at: datetime | None) -> float | None:
-        return round((now - at).total_seconds(), 3) if at else None
+    def overdue_s(at: datetime | None) -> float | None:
+        # How long past due; 0 for one not due yet (queued ahead of time), never negative.
+        return round(max(0.0, (now - at).total_seconds()), 3) if at else None
 
+    oldest_queued, oldest_pending = overview["oldest_queued_due_at"], overview["oldest_pending_due_at"]
     report = {
+        "now": now.isoformat(),
         "replicas": [
             {"worker_id": r["worker_id"], "roles": r["roles"], "version": r["version"],
-             "seen_s_ago": round(r["seen_ago"].total_seconds(), 1), "up_s": round((now - r["started_at"]).total_seconds())}
+             "seen_s_ago": round(max(0.0, r["seen_ago"].total_seconds()), 1),
+             "up_s": round(max(0.0, (now - r["started_at"]).total_seconds()))}
             for r in replicas
         ],
         "queue_depth": depth,
-        "oldest_queued_due_age_s": age_s(overview["oldest_queued_due_at"]),
-        "oldest_pending_due_age_s": age_s(overview["oldest_pending_due_at"]),
+        "oldest_queued_due_at": oldest_queued.isoformat() if oldest_queued else None,
+        "oldest_queued_due_age_s": overdue_s(oldest_queued),
+        "oldest_pending_due_at": oldest_pending.isoformat() if oldest_pending else None,
+        "oldest_pending_due_age_s": overdue_s(oldest_pending),
         "start_lag_last_5m_s": {k: (round(lag[k], 3) if lag[k] is not None else None) for k in ("p50", "p95", "p99")},
         "started_last_5m": lag["started"],
         "failed_last_hour": lag["failed_last_hour"],
-        # How far ahead every enabled cron job is written; alert well before this reaches 0.
-        "materialiser_horizon_s": -age_s(horizon) if horizon else None,
+        # How far ahead every enabled cron job is written (negative: behind); alert well before 0.
+        "materialiser_horizon_s": round((horizon - now).total_seconds(), 3) if horizon else None,
         "last_hour_by_status": overview["last_hour_by_status"],
         # Known future load: not yet started and due within each window (scale before it lands).
         "due_next": dict(zip(map(window_label, forecast.windows_s), forecast.total)),
@@ -754,12 +837,54 @@ async def _status(args: argparse.Namespace, config: Config) -> None:
     if args.json:
         print(json.dumps(report))
         return
+    print(f"schedulerd status at {_time(now)} (Postgres's clock)")
+    print()
     print(f"replicas seen in the last minute: {len(replicas)}")
-    for r in report["replicas"]:
-        print(f"  {r['worker_id']:30} {','.join(r['roles']):45} v{r['version']}  up {r['up_s']} s, seen {r['seen_s_ago']} s ago")
-    for key, value in report.items():
-        if key != "replicas":
-            print(f"{key:26} {value if value is not None else 'unknown'}")
+    rows = [(r["worker_id"], ", ".join(r["roles"]), r["version"], _span(r["up_s"]), f"{_span(r['seen_s_ago'])} ago")
+            for r in report["replicas"]]  # fmt: skip
+    if rows:
+        print(_indent(_table(rows, ("WORKER", "ROLES", "VERSION", "UP", "LAST SEEN"))))
+    else:
+        print("  none: no daemon has reported in the last minute (is `schedulerd run` running?)")
+
+    def due(at: datetime | None, none: str) -> str:
+        if at is None:
+            return none
+        ahead = (at - now).total_seconds()
+        return f"due {_span(ahead)} from now" if ahead > 0 else f"due {_span(ahead)} ago"
+
+    horizon_s = report["materialiser_horizon_s"]
+    lines = [
+        ("queue", [
+            ("depth (Redis)", f"{depth:,}" if depth is not None else "unknown: Redis did not answer"),
+            ("oldest queued", due(oldest_queued, "none queued")
+             + (" (queued ahead of time; the dispatcher queues what falls due within "
+                f"{_span(config.dispatcher.horizon_s)})" if oldest_queued and oldest_queued > now else "")),
+            ("oldest pending", due(oldest_pending, "none pending")),
+            ("materialiser horizon", "no enabled cron jobs" if horizon_s is None
+             else f"{_span(horizon_s)} ahead" if horizon_s >= 0 else f"BEHIND by {_span(horizon_s)}"),
+        ]),
+        ("last 5 minutes", [
+            ("started", f"{lag['started']:,}"),
+            ("start lag", "-" if report["start_lag_last_5m_s"]["p50"] is None else "  ".join(
+                f"{k} {v:.3f} s" for k, v in report["start_lag_last_5m_s"].items() if v is not None)),
+        ]),
+        ("last hour", [
+            ("failed", f"{lag['failed_last_hour']:,}"),
+            ("by status", _counts(report["last_hour_by_status"])),
+            ("late, by reason", _counts(late_last_hour)),
+        ]),
+        ("due next", [(f"within {window}", f"{count:,}") for window, count in report["due_next"].items()]),
+    ]  # fmt: skip
+    for title, pairs in lines:
+        print()
+        print(title)
+        for label, text in pairs:
+            print(f"  {label:22} {text}")
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())
 
 
 async def _breakers(args: argparse.Namespace, config: Config) -> None:
@@ -853,6 +978,20 @@ COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a reader that went away shows here, not as "Exception ignored" at exit
+        return code
+    except BrokenPipeError:
+        # `schedulerd status | head`: the reader closed the pipe. Stop quietly with the status of a
+        # command ended by SIGPIPE (SIGPIPE itself stays ignored: the sockets to Postgres and
+        # Redis must raise, not kill). Standard output goes to /dev/null so the interpreter's
+        # final flush finds nothing to complain about.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     try:
         config = config_module.load(args.config)
@@ -873,6 +1012,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NotFoundError as exc:
         print(f"schedulerd: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        raise
     except (SchedulerdError, OSError) as exc:
         print(f"schedulerd: error: {exc}", file=sys.stderr)
         return 1

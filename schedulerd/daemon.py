@@ -178,7 +178,9 @@ def run(config: Config) -> None:
     servers = resolve_servers(config, start=True)
     if not (config.database.url and config.redis.url):
         print(
-            "schedulerd: using embedded servers. Point the CLI or another shell at them with:\n"
+            f"schedulerd: using embedded servers (data in {config.embedded.data_dir}; the CLI run from this folder finds "
+            "them itself). Elsewhere, point schedulerd at them with these lines, which stay valid across restarts "
+            "(each server keeps its port while it is free):\n"
             f"  export SCHEDULERD_DATABASE_URL='{servers.database_url}'\n"
             f"  export SCHEDULERD_REDIS_URL='{servers.redis_url}'",
             flush=True,

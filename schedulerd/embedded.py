@@ -1,6 +1,8 @@
 """Embedded Postgres and Redis for `schedulerd run` when no database or Redis URL is configured.
 
 Both keep their data in one folder across restarts; servers left running by a crashed owner are reused.
+Each listens on the port it had last time (kept in ports.json) while that port is free, so the
+URLs printed at one start, and exported from them, still work after the next.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import structlog
 
@@ -33,6 +36,7 @@ log = structlog.get_logger("schedulerd.embedded")
 DB_NAME = DB_USER = "schedulerd"
 PG_SYSTEM_USER = "schedulerd-pg"  # initdb and postgres refuse root, so as root they run as this user
 STATE_FILE = "embedded.json"
+PORTS_FILE = "ports.json"  # {"postgres": port, "redis": port}: reused at the next start while free
 
 
 @dataclass(frozen=True)
@@ -63,11 +67,13 @@ def start_embedded(data_dir: Path) -> EmbeddedServers:
             raise SchedulerdError(f"embedded servers in {data_dir} belong to running process {owner}; stop it first")
         try:
             secret = _secret(data_dir)
-            pg_pid, pg_port = _start_postgres(data_dir / "postgres", secret)
+            previous = _read_ports(data_dir)
+            pg_pid, pg_port = _start_postgres(data_dir / "postgres", secret, _port(previous.get("postgres"), "postgres"))
             database_url = f"postgresql://{DB_USER}:{secret}@127.0.0.1:{pg_port}/{DB_NAME}"
             _ensure_database(database_url)
-            redis_pid, redis_port = _start_redis(data_dir / "redis", secret)
+            redis_pid, redis_port = _start_redis(data_dir / "redis", secret, _port(previous.get("redis"), "redis"))
             redis_url = f"redis://:{secret}@127.0.0.1:{redis_port}/0"
+            _write_private(data_dir / PORTS_FILE, json.dumps({"postgres": pg_port, "redis": redis_port}))
         except BaseException:
             _stop_redis(data_dir / "redis")
             _stop_postgres(data_dir / "postgres")
@@ -77,6 +83,69 @@ def start_embedded(data_dir: Path) -> EmbeddedServers:
         _write_private(data_dir / STATE_FILE, json.dumps(state))
     log.info("embedded.ready", postgres_port=pg_port, redis_port=redis_port, urls_in=str(data_dir / STATE_FILE))
     return EmbeddedServers(database_url, redis_url, data_dir)
+
+
+LOCAL_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+LOCAL_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+@dataclass(frozen=True)
+class ScratchServers:
+    """Servers to make throwaway databases and key prefixes on (the tests, the benchmark)."""
+
+    admin_url: str  # a database URL allowed to CREATE DATABASE
+    redis_url: str
+    postgres_from: str  # where each came from: the variable that named it, "local" or "embedded"
+    redis_from: str
+
+    def describe(self) -> str:
+        """One line naming both servers, passwords masked."""
+        return (f"Postgres {_masked(self.admin_url)} ({self.postgres_from}), "
+                f"Redis {_masked(self.redis_url)} ({self.redis_from})")  # fmt: skip
+
+
+@contextmanager
+def scratch_servers(
+    embedded_dir: Path, local: tuple[str, str] = (LOCAL_DATABASE_URL, LOCAL_REDIS_URL)
+) -> Iterator[ScratchServers]:
+    """SCHEDULERD_TEST_DATABASE_URL / SCHEDULERD_TEST_REDIS_URL when set; else the local servers
+    (`local`) when they answer; else embedded ones started in embedded_dir, stopped on the way out."""
+    database_url, redis_url = os.environ.get("SCHEDULERD_TEST_DATABASE_URL"), os.environ.get("SCHEDULERD_TEST_REDIS_URL")
+    postgres_from = redis_from = "embedded"
+    if database_url:
+        postgres_from = "SCHEDULERD_TEST_DATABASE_URL"
+    elif _answers(local[0]):
+        database_url, postgres_from = local[0], "local"
+    if redis_url:
+        redis_from = "SCHEDULERD_TEST_REDIS_URL"
+    elif _answers(local[1]):
+        redis_url, redis_from = local[1], "local"
+    embedded = start_embedded(embedded_dir) if not (database_url and redis_url) else None
+    try:
+        if embedded is not None:
+            database_url = database_url or embedded.database_url.rsplit("/", 1)[0] + "/postgres"
+            redis_url = redis_url or embedded.redis_url
+        assert database_url and redis_url
+        yield ScratchServers(database_url, redis_url, postgres_from, redis_from)
+    finally:
+        if embedded is not None:
+            embedded.stop()
+
+
+def _answers(url: str) -> bool:
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 0), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _masked(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")).geturl()
 
 
 def read_running(data_dir: Path) -> tuple[str, str] | None:
@@ -89,7 +158,8 @@ def read_running(data_dir: Path) -> tuple[str, str] | None:
     return None
 
 
-def _start_postgres(pgdata: Path, secret: str) -> tuple[int, int]:
+def _start_postgres(pgdata: Path, secret: str, port: int) -> tuple[int, int]:
+    """(pid, port) of the cluster in pgdata: the one running there, else started on `port`."""
     if not (pgdata / "PG_VERSION").exists():
         _initdb(pgdata, secret)
     running = _postmaster(pgdata)
@@ -101,7 +171,7 @@ def _start_postgres(pgdata: Path, secret: str) -> tuple[int, int]:
         # A crashed postmaster left unreaped, or its pid reused by another program: postgres refuses to start while
         # that pid exists. A vanished pid is left to postgres, which then also checks for orphaned backends.
         (pgdata / "postmaster.pid").unlink()
-    _pg("pg_ctl", "-D", pgdata, "-l", pgdata / "server.log", "-w", "-o", f"-p {_free_port()}", "start", owner=pgdata)
+    _pg("pg_ctl", "-D", pgdata, "-l", pgdata / "server.log", "-w", "-o", f"-p {port}", "start", owner=pgdata)
     if (running := _postmaster(pgdata)) is None:
         raise SchedulerdError(f"postgres started but left no postmaster.pid in {pgdata}")
     return running
@@ -146,13 +216,13 @@ def _stop_postgres(pgdata: Path) -> None:
         _pg("pg_ctl", "-D", pgdata, "-m", "fast", "-w", "stop", owner=pgdata)
 
 
-def _start_redis(redis_dir: Path, secret: str) -> tuple[int, int]:
+def _start_redis(redis_dir: Path, secret: str, port: int) -> tuple[int, int]:
+    """(pid, port) of the server in redis_dir: the one running there, else started on `port`."""
     redis_dir.mkdir(mode=0o700, exist_ok=True)
     conf, pidfile, logfile = redis_dir / "redis.conf", redis_dir / "redis.pid", redis_dir / "redis.log"
     pid = _read_int(pidfile)
     if pid and _alive(pid, redis_dir):
         return pid, int(next(line.split()[1] for line in conf.read_text().splitlines() if line.startswith("port ")))
-    port = _free_port()
     quote = lambda path: json.dumps(str(path), ensure_ascii=False)  # noqa: E731 (redis reads JSON-style quotes)
     _write_private(conf, f"bind 127.0.0.1\nport {port}\nrequirepass {secret}\ndaemonize yes\ndir {quote(redis_dir)}\n"
                    f"pidfile {quote(pidfile)}\nlogfile {quote(logfile)}\nappendonly yes\nappendfsync everysec\n"
@@ -291,6 +361,31 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _port(previous: object, server: str) -> int:
+    """The port a server had last time while it is free (so its URL stays the same), else a new one."""
+    if isinstance(previous, int) and 1024 <= previous <= 65535:
+        try:
+            with socket.socket() as sock:
+                # As both servers bind: connections the last run left in TIME_WAIT do not block it.
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind(("127.0.0.1", previous))
+            return previous
+        except OSError:
+            port = _free_port()
+            log.warning("embedded.port_taken", server=server, port=previous, instead=port,
+                        hint="its URL changes: export the new one printed at start")  # fmt: skip
+            return port
+    return _free_port()
+
+
+def _read_ports(data_dir: Path) -> dict[str, Any]:
+    try:
+        ports = json.loads((data_dir / PORTS_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return ports if isinstance(ports, dict) else {}
 
 
 def _pg_bin() -> Path:

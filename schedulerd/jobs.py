@@ -29,7 +29,7 @@ from schedulerd.core.ids import execution_id
 from schedulerd.core.late import LateReason
 from schedulerd.core.misfire import MisfirePolicy
 from schedulerd.core.overlap import OverlapPolicy
-from schedulerd.core.schedule import DST_MISSING, DST_REPEATED, CronSchedule, Run, ScheduleError, smear_offset_s
+from schedulerd.core.schedule import DST_MISSING, DST_REPEATED, CronSchedule, Run, ScheduleError, schedule_of, smear_offset_s
 from schedulerd.errors import NotFoundError, ValidationError
 from schedulerd.materialiser import materialise_jobs
 from schedulerd.models import Enqueue, Execution, ExecutionStatus, Job
@@ -163,7 +163,10 @@ def validate(spec: JobSpec, config: Config, now: datetime, known_tasks: Collecti
         try:
             schedule = CronSchedule.parse(spec.cron, spec.timezone, spec.dst_repeated, spec.dst_missing)
         except ScheduleError as exc:
-            raise ValidationError("timezone" if "time zone" in str(exc) else "cron", str(exc)) from None
+            field = "timezone" if "time zone" in str(exc) else "cron"
+            if str(exc).startswith("dst_"):  # an @every job given a DST override
+                field = "dst_repeated" if spec.dst_repeated is not None else "dst_missing"
+            raise ValidationError(field, str(exc)) from None
         if spec.misfire_policy not in MISFIRE_POLICIES:
             raise ValidationError("misfire_policy", f"must be one of skip, run_once, catch_up, got {spec.misfire_policy!r}")
         if not 0 <= spec.catch_up_limit <= 1000:
@@ -222,11 +225,6 @@ def validate(spec: JobSpec, config: Config, now: datetime, known_tasks: Collecti
         "tzdata_version": tzdb.installed_version() if cron else None,
         "overlap": spec.overlap, "params_json": encoded,
     }  # fmt: skip
-
-
-def schedule_of(job: Job) -> CronSchedule:
-    """A cron job's schedule, with its DST overrides."""
-    return CronSchedule(job.cron or "", job.timezone, job.dst_repeated, job.dst_missing)
 
 
 def next_runs(job: Job, after: datetime, count: int) -> list[datetime]:
@@ -363,7 +361,7 @@ class Jobs:
             # updated_at of a paused job is when it was paused (pause is its last change); counted
             # at most lookback_s back, as far as the materialiser would have looked.
             since = max(current.updated_at, now - timedelta(seconds=self.config.materialiser.lookback_s))
-            paused_over = CronSchedule(current.cron, current.timezone).occurrences(since, now)
+            paused_over = schedule_of(current).occurrences(since, now)
             metrics.LATE.labels(LateReason.PAUSED).inc(len(paused_over))
         return job
 
@@ -409,7 +407,7 @@ class Jobs:
         if start < EARLIEST_RUN_AT:
             raise ValidationError("from", f"{start.isoformat()} is before 2000-01-01")
         plan = plan_backfill(
-            CronSchedule(job.cron, job.timezone), start, end, now,
+            schedule_of(job), start, end, now,
             max_occurrences=defaults.backfill_max_occurrences, per_s=defaults.backfill_per_s,
         )  # fmt: skip
         rows = [(execution_id(at), job.id, job.tenant, at, due) for at, due in plan.occurrences]

@@ -10,7 +10,7 @@ from uuid import UUID
 
 from schedulerd.config import Config
 from schedulerd.core import late
-from schedulerd.core.schedule import CronSchedule
+from schedulerd.core.schedule import schedule_of
 from schedulerd.models import Execution, ExecutionStatus, Forecast, Job, LateExecution
 from schedulerd.store import Store
 
@@ -57,7 +57,7 @@ class LateRuns:
         """Find the job's occurrence nearest to `at` (by its schedule) and explain what became of it."""
         now = await self.store.clock_now()
         if job.cron is not None:
-            scheduled = late.nearest_occurrence(CronSchedule(job.cron, job.timezone), at, NEAREST_WITHIN)
+            scheduled = late.nearest_occurrence(schedule_of(job), at, NEAREST_WITHIN)
         else:
             scheduled = job.run_at if job.run_at is not None and abs(job.run_at - at) <= NEAREST_WITHIN else None
         if scheduled is None:

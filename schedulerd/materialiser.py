@@ -22,7 +22,7 @@ from schedulerd.config import LateConfig, MaterialiserConfig
 from schedulerd.core import late, misfire
 from schedulerd.core.ids import execution_id as new_execution_id
 from schedulerd.core.materialise import ALIGN_S, plan
-from schedulerd.core.schedule import CronSchedule
+from schedulerd.core.schedule import schedule_of
 from schedulerd.loops import every
 from schedulerd.models import Enqueue, Execution, ExecutionStatus, Job
 from schedulerd.queue import DelayQueue
@@ -99,7 +99,7 @@ async def materialise_jobs(
     for job in jobs:
         step = plan(
             # A job never materialised (written by SQL, say) owes its occurrences since it was created.
-            CronSchedule(job.cron or "", job.timezone, job.dst_repeated, job.dst_missing), str(job.id), job.window_s,
+            schedule_of(job), str(job.id), job.window_s,
             job.materialised_to or job.created_at, now,
             horizon_s=config.horizon_s, lookback_s=config.lookback_s, max_occurrences=config.max_occurrences_per_job,
         )  # fmt: skip

@@ -29,6 +29,13 @@ log = structlog.get_logger("schedulerd.observer")
 VERSION = "0.1.0"
 
 
+def replica_roles(config: Config) -> tuple[str, ...]:
+    """What a replica runs, as `schedulerd status` lists it: its loops, this observer, and the
+    listeners it serves (the tenant API and dashboard, the operator endpoints)."""
+    listeners = (("api",) if config.api.enabled else ()) + (("ops",) if config.ops.enabled else ())
+    return (*config.daemon.roles, "observer", *listeners)
+
+
 class Observer:
     def __init__(self, store: Store, queue: DelayQueue, config: Config, worker_id: str) -> None:
         self.store = store
@@ -46,7 +53,7 @@ class Observer:
         except UNREACHABLE as exc:
             log.debug("observer.redis_unreachable", error=str(exc))
         await self.store.replica_report(
-            self.worker_id, socket.gethostname(), os.getpid(), self.config.daemon.roles, VERSION, self.started_at
+            self.worker_id, socket.gethostname(), os.getpid(), replica_roles(self.config), VERSION, self.started_at
         )
         if "worker" in self.config.daemon.roles:  # the task types producers may enqueue stay known while it lives
             await task_types.report(self.store, self.worker_id)

@@ -16,7 +16,7 @@ import structlog
 from schedulerd import metrics
 from schedulerd.config import JobsConfig
 from schedulerd.core.overrun import Overrun, assess, shortest_interval_s, worth_checking
-from schedulerd.core.schedule import CronSchedule
+from schedulerd.core.schedule import schedule_of
 from schedulerd.models import Job
 from schedulerd.store import Store
 from schedulerd.transient import TRANSIENT_ERRORS
@@ -35,7 +35,7 @@ async def overruns(store: Store, jobs: Sequence[Job], config: JobsConfig, now: d
     found: dict[UUID, Overrun] = {}
     for job in cron_jobs:
         assert job.cron is not None
-        judged = assess(durations[job.id], shortest_interval_s(CronSchedule(job.cron, job.timezone), now),
+        judged = assess(durations[job.id], shortest_interval_s(schedule_of(job), now),
                         config.overrun_fraction)  # fmt: skip
         if judged is not None:
             found[job.id] = judged

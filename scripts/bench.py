@@ -34,13 +34,14 @@ from schedulerd.client import Client
 from schedulerd.config import JobsConfig
 from schedulerd.config import load as load_config
 from schedulerd.core.durations import parse_duration_s
+from schedulerd.embedded import ScratchServers, scratch_servers
 from schedulerd.models import Enqueue
 from schedulerd.queue import DelayQueue
 from schedulerd.store import migrate
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
-REDIS_URL = "redis://127.0.0.1:6379/0"
+# With no SCHEDULERD_TEST_* URLs and no local servers, embedded ones run here for the benchmark.
+EMBEDDED_DIR = REPO_ROOT / ".schedulerd-bench"
 JOBS = 100  # executions are spread round-robin over this many 'at' jobs
 
 INSERT_JOBS = """
@@ -291,7 +292,7 @@ async def _enqueue_all(client: Client, requests: list[dict[str, Any]]) -> None:
         raise RuntimeError(f"the client refused {len(refused)} of the workload's jobs, first: {refused[0]}")
 
 
-async def run_bench(args: argparse.Namespace, workload: Workload) -> dict[str, Any]:
+async def run_bench(args: argparse.Namespace, workload: Workload, servers: ScratchServers) -> dict[str, Any]:
     """Set up, run the workload, measure, tear down. Metrics come from the rows in Postgres:
 
     lost: due but never started (first_started_at IS NULL). duplicates: executions started more
@@ -305,8 +306,7 @@ async def run_bench(args: argparse.Namespace, workload: Workload) -> dict[str, A
     pg_cpu_s: CPU seconds of the Postgres backends serving the bench database, from ready to the
     end; redis_cpu_s: the whole Redis server's CPU seconds meanwhile (shared: others count too).
     """
-    admin_url = os.environ.get("SCHEDULERD_TEST_DATABASE_URL", ADMIN_URL)
-    redis_url = os.environ.get("SCHEDULERD_TEST_REDIS_URL", REDIS_URL)
+    admin_url, redis_url = servers.admin_url, servers.redis_url
     token = uuid.uuid4().hex[:10]
     db_name, prefix = f"schedulerd_bench_{token}", f"schedulerd-bench-{token}"
     database_url = _with_database(admin_url, db_name)
@@ -547,26 +547,28 @@ def main(argv: list[str] | None = None) -> int:
         Workload("steady", round(GATE_RATE * GATE_SECONDS), 1e6 / GATE_RATE, GATE_SECONDS - 1 / GATE_RATE),
     ]  # fmt: skip
     failed = False
-    for run in runs:
-        if workload.scenario == "gate" and run.scenario == "steady":
-            args.rate, args.duration = GATE_RATE, GATE_SECONDS
-        elif workload.scenario == "gate":
-            args.count = run.count
-        try:
-            result = asyncio.run(run_bench(args, run))
-        except KeyboardInterrupt:
-            print("bench: interrupted; replicas, database and Redis keys cleaned up", file=sys.stderr)
-            return 130
-        except RuntimeError as exc:  # a replica died or never came up; cleanup has run
-            print(f"bench: error: {exc}", file=sys.stderr)
-            return 1
-        _report(result)
-        failures = gate_failures(result)
-        if failures and workload.scenario == "gate":
-            print(f"gate: {run.scenario} FAILED: {'; '.join(failures)}")
-            for line in result["alarming_log_sample"]:
-                print(f"  {line}")
-        failed = failed or bool(failures)
+    with scratch_servers(EMBEDDED_DIR) as servers:
+        print(f"bench: servers: {servers.describe()}", flush=True)
+        for run in runs:
+            if workload.scenario == "gate" and run.scenario == "steady":
+                args.rate, args.duration = GATE_RATE, GATE_SECONDS
+            elif workload.scenario == "gate":
+                args.count = run.count
+            try:
+                result = asyncio.run(run_bench(args, run, servers))
+            except KeyboardInterrupt:
+                print("bench: interrupted; replicas, database and Redis keys cleaned up", file=sys.stderr)
+                return 130
+            except RuntimeError as exc:  # a replica died or never came up; cleanup has run
+                print(f"bench: error: {exc}", file=sys.stderr)
+                return 1
+            _report(result)
+            failures = gate_failures(result)
+            if failures and workload.scenario == "gate":
+                print(f"gate: {run.scenario} FAILED: {'; '.join(failures)}")
+                for line in result["alarming_log_sample"]:
+                    print(f"  {line}")
+            failed = failed or bool(failures)
     if workload.scenario == "gate" and not failed:
         print("gate: passed (spike and steady: nothing lost, no extra attempt, no lease reclaim, clean logs)")
     return 1 if failed else 0
@@ -591,16 +593,16 @@ def _main_ingest(args: argparse.Namespace) -> int:
     if args.count < 1 or args.repeat < 1 or args.batch_size < 1 or (args.concurrency is not None and args.concurrency < 1):
         print("bench: --count, --repeat, --batch-size and --concurrency must be at least 1", file=sys.stderr)
         return 2
-    admin_url = os.environ.get("SCHEDULERD_TEST_DATABASE_URL", ADMIN_URL)
-    redis_url = os.environ.get("SCHEDULERD_TEST_REDIS_URL", REDIS_URL)
-    try:
-        result = asyncio.run(bench_ingest.run_ingest(args, admin_url, redis_url, REPO_ROOT))
-    except KeyboardInterrupt:
-        print("bench: interrupted; the database was dropped", file=sys.stderr)
-        return 130
-    except RuntimeError as exc:
-        print(f"bench: error: {exc}", file=sys.stderr)
-        return 1
+    with scratch_servers(EMBEDDED_DIR) as servers:
+        print(f"bench: servers: {servers.describe()}", flush=True)
+        try:
+            result = asyncio.run(bench_ingest.run_ingest(args, servers.admin_url, servers.redis_url, REPO_ROOT))
+        except KeyboardInterrupt:
+            print("bench: interrupted; the database was dropped", file=sys.stderr)
+            return 130
+        except RuntimeError as exc:
+            print(f"bench: error: {exc}", file=sys.stderr)
+            return 1
     runs = ", ".join(f"{r['jobs_per_s']:,.0f}" for r in result["runs"])
     latency = result["runs"][-1]
     print(f"ingest via {result['via']}: {result['count']} jobs per run, median {result['jobs_per_s_median']:,.0f} jobs/s "

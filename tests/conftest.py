@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import uuid
@@ -29,8 +28,6 @@ from schedulerd.store import Store, migrate
 from schedulerd.tasks import loader
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-LOCAL_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
-LOCAL_REDIS_URL = "redis://127.0.0.1:6379/0"
 configure_logging("warning", "console")  # keep test output to what the tests print
 # Daemons the tests start (and the benchmark's replicas) would all bind [api].port 8080: they
 # run without the API unless a test turns it on with a port of its own.
@@ -40,33 +37,13 @@ os.environ.setdefault("SCHEDULERD_OPS_ENABLED", "false")  # daemons started toge
 MakeJob = Callable[..., Awaitable[tuple[Job, Execution]]]
 
 
-def _answers(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="session")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """(admin database URL, Redis URL) of the servers this run uses."""
-    database_url = os.environ.get("SCHEDULERD_TEST_DATABASE_URL")
-    redis_url = os.environ.get("SCHEDULERD_TEST_REDIS_URL")
-    if database_url is None and _answers("127.0.0.1", 5432):
-        database_url = LOCAL_DATABASE_URL
-    if redis_url is None and _answers("127.0.0.1", 6379):
-        redis_url = LOCAL_REDIS_URL
-    embedded = None
-    if database_url is None or redis_url is None:
-        from schedulerd.embedded import start_embedded
+    """(admin database URL, Redis URL) of the servers this run uses (embedded.scratch_servers)."""
+    from schedulerd.embedded import scratch_servers
 
-        embedded = start_embedded(tmp_path_factory.mktemp("embedded"))
-        database_url = database_url or embedded.database_url
-        redis_url = redis_url or embedded.redis_url
-    yield database_url, redis_url
-    if embedded is not None:
-        embedded.stop()
+    with scratch_servers(tmp_path_factory.mktemp("embedded")) as found:
+        yield found.admin_url, found.redis_url
 
 
 def _with_database(url: str, name: str) -> str:

@@ -79,7 +79,8 @@ class JobCreate(_Input):
     params: dict[str, Any] = Field(default_factory=dict, description="JSON object passed to the handler")
     name: Text | None = Field(None, max_length=200)
     run_at: Instant | None = Field(None, description="ISO 8601 instant with a UTC offset")
-    cron: Text | None = Field(None, max_length=200, description="5-field cron expression or @hourly, @daily, ...")
+    cron: Text | None = Field(None, max_length=200, description="5-field cron expression (Quartz's L, W, #, ? accepted in the day fields), "
+                             "@hourly, @daily, ..., or an interval from the job's creation: @every 5m")
     timezone: Text = Field("UTC", max_length=100, description="IANA zone the cron expression is read in")
     misfire: MisfirePolicy = Field(default_factory=MisfirePolicy)
     window_s: Seconds = Field(0.0, ge=0, le=86400, description="smear each run by a stable offset within this window")

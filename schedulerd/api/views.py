@@ -20,6 +20,9 @@ MINUTES_MAX = 180  # GET /v1/stats/minutes and the [ops] /stats/minutes look bac
 def job_view(job: Job, now: datetime, last: LastExecution | None = None, overrun: Overrun | None = None,
              fraction: float = 0.8) -> schemas.Job:
     state = "deleted" if job.deleted_at else "enabled" if job.enabled else "paused"
+    # An @every interval is elapsed time: no DST rule is in force for it.
+    schedule = schedule_of(job) if job.cron else None
+    schedule = schedule if schedule and schedule.interval_s is None else None
     return schemas.Job(
         id=job.id, tenant=job.tenant, name=job.name, task=job.task, params=_shown_params(job), schedule_kind=job.schedule_kind,
         run_at=job.run_at, cron=job.cron, timezone=job.timezone,
@@ -32,8 +35,8 @@ def job_view(job: Job, now: datetime, last: LastExecution | None = None, overrun
         next_runs=next_runs(job, now, NEXT_RUNS) if state == "enabled" else [],
         last_execution=schemas.LastExecution(id=last.id, status=last.status, scheduled_for=last.scheduled_for,
                                              finished_at=last.finished_at) if last else None,
-        dst_repeated=schedule_of(job).repeated if job.cron else None,
-        dst_missing=schedule_of(job).missing if job.cron else None, tzdata_version=job.tzdata_version,
+        dst_repeated=schedule.repeated if schedule else None,
+        dst_missing=schedule.missing if schedule else None, tzdata_version=job.tzdata_version,
         overrun=schemas.Overrun(warning=overrun.warning, p95_s=overrun.p95_s, interval_s=overrun.interval_s,
                                 ratio=overrun.ratio, fraction=fraction, samples=overrun.samples) if overrun else None,
     )  # type: ignore[arg-type]  # fmt: skip
@@ -54,7 +57,8 @@ def execution_view(execution: Execution) -> dict[str, Any]:
         "due_at": execution.due_at, "status": execution.status, "reason": execution.reason,
         "attempt": execution.attempt, "worker": execution.worker, "enqueued_at": execution.enqueued_at,
         "first_started_at": started, "started_at": execution.started_at, "finished_at": execution.finished_at,
-        "last_error": tenant_error(execution.last_error),
+        # A success has no error of its own; an earlier attempt's stays in the attempt history.
+        "last_error": tenant_error(execution.last_error) if execution.status != "succeeded" else None,
         "start_lag_s": (started - execution.scheduled_for).total_seconds() if started else None,
         "duration_s": (execution.finished_at - execution.started_at).total_seconds()
         if execution.finished_at and execution.started_at else None,

@@ -1,5 +1,6 @@
 """Cron schedules in an explicit IANA zone, turned into UTC run instants with a fixed DST rule
-(which a job may override), and a preview that labels what DST did to each run.
+(which a job may override), and a preview that labels what DST did to each run. Besides classic
+cron: Quartz's day forms (`L`, `L-3`, `LW`, `15W`, `FRI#2`, `5L`, `?`) and `@every` intervals.
 
 Pure: no I/O beyond reading tzdata through zoneinfo, no asyncio.
 """
@@ -7,6 +8,7 @@ Pure: no I/O beyond reading tzdata through zoneinfo, no asyncio.
 from __future__ import annotations
 
 import bisect
+import calendar
 import hashlib
 import math
 import re
@@ -15,7 +17,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
+from typing import Protocol
 from zoneinfo import ZoneInfo, available_timezones
+
+from schedulerd.core.durations import parse_duration_s
 
 UTC = timezone.utc
 _DAY = timedelta(days=1)
@@ -62,6 +67,61 @@ class ScheduleError(ValueError):
     """A cron expression or time zone that cannot be scheduled; the message says what is wrong."""
 
 
+# `@every 5m`: an interval of elapsed time counted from an anchor (the job's creation), as
+# Temporal's interval specs and robfig/cron's @every. At least a minute, cron's finest step.
+_EVERY = "@every"
+MIN_INTERVAL_S = 60
+
+
+@lru_cache(maxsize=1024)
+def _interval_s(expression: str) -> int | None:
+    """The interval of an `@every` expression in whole seconds; None for a cron expression."""
+    text = expression.strip()
+    if not text.lower().startswith(_EVERY):
+        return None
+    given = text[len(_EVERY):].strip()
+
+    def fail(why: str) -> ScheduleError:
+        return ScheduleError(f"bad interval {expression!r}: {why}")
+
+    if not given:
+        raise fail("say how often, e.g. '@every 5m' or '@every 1h30m'")
+    try:
+        seconds = parse_duration_s(given)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    if seconds < MIN_INTERVAL_S:
+        raise fail(f"{given!r} is shorter than 1 minute, the shortest step of any schedule (as in cron)")
+    if seconds != int(seconds):
+        raise fail(f"{given!r} is not a whole number of seconds")
+    return int(seconds)
+
+
+def _interval_runs(anchor: datetime, step_s: int, after: datetime, until: datetime, limit: int | None = None) -> list[datetime]:
+    """anchor + k * step for every integer k with after < it <= until (the first `limit` of them)."""
+    after, until = max(after, _MIN), min(until, _MAX)
+    if until <= after:
+        return []
+    step = timedelta(seconds=step_s)
+    try:
+        first = anchor + ((after - anchor) // step + 1) * step
+    except OverflowError:  # the next run would lie past 9999-12-31
+        return []
+    count = (until - first) // step + 1 if first <= until else 0
+    if limit is not None:
+        count = min(count, limit)
+    return [first + i * step for i in range(count)]
+
+
+# Quartz's day forms, one list item each. Day-of-month: L (last day), L-n (n days before it), LW
+# (last weekday), nW (the weekday nearest day n, inside its month). Day-of-week: d#k (k-th weekday
+# d of the month), dL (the last one).
+_DOM_SPECIAL = re.compile(r"(?i)(?:(L)(?:-(\d+))?|(LW)|(\d+)W)")
+_DOW_SPECIAL = re.compile(r"(?i)(\w+?)(?:#(\d+)|(L))")
+_QUARTZ_CHARS = re.compile(r"(?i)[LW#?]")  # in a token that is no name: a Quartz form
+_MAX_LAST_OFFSET = 30  # L-30 is the 1st of a 31-day month
+
+
 @dataclass(frozen=True)
 class _Spec:
     times: tuple[timedelta, ...]  # sorted offsets from local midnight of every (hour, minute)
@@ -70,26 +130,67 @@ class _Spec:
     dows: frozenset[int]  # 0 = Sunday
     day_or: bool  # both day fields restricted: a day matches if EITHER does (Vixie cron)
     wall_clock: bool  # minute and hour both free of '*': fixed wall-clock times
+    # Quartz's day forms: ("L", n) L-n, ("W", n) nW, ("LW", 0); (weekday, k) d#k, k = 0 for dL.
+    dom_rules: tuple[tuple[str, int], ...] = ()
+    dow_rules: tuple[tuple[int, int], ...] = ()
 
     def matches(self, d: date) -> bool:
         if d.month not in self.months:
             return False
-        dom_ok = d.day in self.doms
-        dow_ok = (d.weekday() + 1) % 7 in self.dows
+        weekday = (d.weekday() + 1) % 7
+        if not (self.dom_rules or self.dow_rules):  # classic cron: no month length needed
+            dom_ok, dow_ok = d.day in self.doms, weekday in self.dows
+            return (dom_ok or dow_ok) if self.day_or else (dom_ok and dow_ok)
+        return self.day_matches(d.day, weekday, calendar.monthrange(d.year, d.month)[1])
+
+    def day_matches(self, day: int, weekday: int, last: int) -> bool:
+        """Whether a day (weekday 0 = Sunday, in a month of `last` days) passes the day fields."""
+        dom_ok = day in self.doms or any(_dom_rule(kind, n, day, weekday, last) for kind, n in self.dom_rules)
+        dow_ok = weekday in self.dows or any(
+            wd == weekday and (day + 7 > last if k == 0 else (day + 6) // 7 == k) for wd, k in self.dow_rules
+        )
         return (dom_ok or dow_ok) if self.day_or else (dom_ok and dow_ok)
 
 
-def _parse_field(expr: str, text: str, index: int) -> frozenset[int]:
+def _dom_rule(kind: str, n: int, day: int, weekday: int, last: int) -> bool:
+    if kind == "L":
+        return day == last - n
+    if kind == "LW":  # the last day, moved back to Friday when it falls on a weekend
+        last_weekday = (weekday + last - day) % 7
+        return day == last - {6: 1, 0: 2}.get(last_weekday, 0)
+    if n > last:  # nW in a month without day n: no run, like a plain n
+        return False
+    # nW: day n, or the nearest weekday to it inside the month (Quartz: '1W' on a Saturday is
+    # Monday the 3rd, never the last Friday of the month before).
+    wd = (weekday + n - day) % 7
+    if wd == 6:
+        target = n - 1 if n > 1 else n + 2
+    elif wd == 0:
+        target = n + 1 if n < last else n - 2
+    else:
+        target = n
+    return day == target
+
+
+def _parse_field(
+    expr: str, text: str, index: int, dom_rules: list[tuple[str, int]], dow_rules: list[tuple[int, int]]
+) -> frozenset[int]:
+    """A field's plain values; Quartz's day forms go to dom_rules / dow_rules."""
     name, low, high, names = _FIELDS[index]
 
     def fail(why: str) -> ScheduleError:
         return ScheduleError(f"bad cron expression {expr!r}: {name} field {text!r}: {why}")
 
-    def value(token: str) -> int:
+    def item(part: str) -> str:  # names the list item, when the field has several
+        return "" if part == text else f"{part!r}: "
+
+    def value(token: str, part: str) -> int:
         if token.isascii() and token.isdigit():
             v = int(token)
         elif token.upper() in names:
             v = names[token.upper()]
+        elif _QUARTZ_CHARS.search(token):
+            raise fail(item(part) + _quartz_misuse(part, index))
         else:
             example = f" or a name like {next(iter(names))}" if names else ""
             raise fail(f"{token!r} is not a number{example}")
@@ -97,12 +198,38 @@ def _parse_field(expr: str, text: str, index: int) -> frozenset[int]:
             raise fail(f"{v} is out of range {low}-{high}")
         return v
 
+    if text == "?":
+        if index not in (2, 4):
+            raise fail("'?' is allowed only in the day-of-month and day-of-week fields (it means '*')")
+        text = "*"
     values: set[int] = set()
     for part in text.split(","):
+        if index == 2 and (dom := _DOM_SPECIAL.fullmatch(part)):
+            last, offset, last_weekday, near = dom.groups()
+            if last_weekday:
+                dom_rules.append(("LW", 0))
+            elif last:
+                n = int(offset) if offset else 0
+                if n > _MAX_LAST_OFFSET:
+                    raise fail(f"{item(part)}days counted back from the last must be 0-{_MAX_LAST_OFFSET}, got {n}")
+                dom_rules.append(("L", n))
+            else:
+                dom_rules.append(("W", value(near, part)))
+            continue
+        if index == 4 and (dow := _DOW_SPECIAL.fullmatch(part)):
+            day_text, nth, _ = dow.groups()
+            weekday = value(day_text, part) % 7
+            k = 0 if nth is None else int(nth)
+            if nth is not None and not 1 <= k <= 5:
+                raise fail(f"{item(part)}the week of the month after '#' must be 1-5, got {k}")
+            dow_rules.append((weekday, k))
+            continue
         base, slash, step_text = part.partition("/")
         step = 1
         if slash:
             if not (step_text.isascii() and step_text.isdigit()):
+                if _QUARTZ_CHARS.search(step_text):
+                    raise fail(item(part) + _quartz_misuse(part, index))
                 raise fail(f"step {step_text!r} is not a number")
             step = int(step_text)
             if step == 0:
@@ -111,18 +238,49 @@ def _parse_field(expr: str, text: str, index: int) -> frozenset[int]:
             start, end = low, high
         elif "-" in base:
             a, _, b = base.partition("-")
-            start, end = value(a), value(b)
+            start, end = value(a, part), value(b, part)
+            if index == 4 and end == 0 and b.upper() == "SUN":
+                end = 7  # MON-SUN: Sunday closes the week (Quartz, croner)
             if start > end:
                 raise fail(f"range {base!r} runs backwards")
+        elif slash and _QUARTZ_CHARS.search(base):
+            raise fail(item(part) + _quartz_misuse(part, index))
         elif slash:
             # Vixie cron rejects 'N/step'; croniter reads it as N-max/step. Refuse the ambiguity.
             raise fail(f"a step needs '*' or a range, e.g. '{base}-{high}/{step}'")
         else:
-            start = end = value(base)
+            start = end = value(base, part)
         values.update(range(start, end + 1, step))
     if index == 4 and 7 in values:
         values = (values - {7}) | {0}
     return frozenset(values)
+
+
+def _quartz_misuse(part: str, index: int) -> str:
+    """Why a list item holding L, W, # or ? is not one of the forms its field accepts."""
+    if index not in (2, 4):
+        return "'L', 'W', '#' and '?' are allowed only in the day-of-month and day-of-week fields"
+    if "?" in part:
+        return "'?' stands alone for the whole field (it means '*')"
+    if index == 2:
+        return ("not a day-of-month form: use a number, L, L-3, LW or 15W "
+                "(L and W stand alone in a list item, never in a range or step)")  # fmt: skip
+    if part.upper() == "L":
+        return ("'L' alone is ambiguous in day-of-week (Quartz reads it as Saturday): write 5L or FRIL for the "
+                "last Friday of the month, or put L in the day-of-month field for the month's last day")  # fmt: skip
+    return ("not a day-of-week form: use a weekday, FRI#2 (the second Friday) or FRIL / 5L "
+            "(the last Friday), never in a range or step")  # fmt: skip
+
+
+def _fires_somewhere(spec: _Spec) -> bool:
+    """Whether any month of the schedule has a matching day. Exact: over 400 years every month
+    starts on every weekday, February with 28 days and with 29."""
+    for month in spec.months:
+        for last in (28, 29) if month == 2 else (_DAYS_IN_MONTH[month],):
+            for first in range(7):
+                if any(spec.day_matches(day, (first + day - 1) % 7, last) for day in range(1, last + 1)):
+                    return True
+    return False
 
 
 @lru_cache(maxsize=4096)
@@ -131,7 +289,8 @@ def _compile(expression: str) -> _Spec:
     if text.startswith("@"):
         if text.lower() not in _MACROS:
             raise ScheduleError(
-                f"bad cron expression {expression!r}: unknown macro; use one of {', '.join(_MACROS)}"
+                f"bad cron expression {expression!r}: unknown macro; use one of {', '.join(_MACROS)}, "
+                "or '@every 5m' for an interval"
             )
         text = _MACROS[text.lower()]
     fields = text.split()
@@ -140,20 +299,34 @@ def _compile(expression: str) -> _Spec:
             f"bad cron expression {expression!r}: expected 5 fields "
             f"(minute hour day-of-month month day-of-week), got {len(fields)}"
         )
-    minutes, hours, doms, months, dows = (_parse_field(expression, f, i) for i, f in enumerate(fields))
-    dom_star, dow_star = fields[2].startswith("*"), fields[4].startswith("*")
+    dom_rules: list[tuple[str, int]] = []
+    dow_rules: list[tuple[int, int]] = []
+    minutes, hours, doms, months, dows = (
+        _parse_field(expression, f, i, dom_rules, dow_rules) for i, f in enumerate(fields)
+    )
+    # '?' is Quartz's '*' for a day field: it leaves the other day field to decide alone.
+    dom_star, dow_star = fields[2].startswith(("*", "?")), fields[4].startswith(("*", "?"))
     day_or = not (dom_star or dow_star)
-    # With AND semantics (either day field starts with '*') the schedule fires iff some chosen month
-    # has some chosen day-of-month: every (month, day) pair falls on every weekday in some year.
-    # With OR semantics the weekday alone fires in every month. Exact, so no search is needed.
-    if not day_or and not any(d <= _DAYS_IN_MONTH[m] for m in months for d in doms):
-        raise ScheduleError(
-            f"cron expression {expression!r} never fires: no month in {fields[3]!r} "
-            f"has a day {fields[2]!r}"
-        )
     times = tuple(sorted(timedelta(hours=h, minutes=m) for h in hours for m in minutes))
     wall_clock = "*" not in fields[0] and "*" not in fields[1]
-    return _Spec(times, months, doms, dows, day_or, wall_clock)
+    spec = _Spec(times, months, doms, dows, day_or, wall_clock, tuple(dict.fromkeys(dom_rules)),
+                 tuple(dict.fromkeys(dow_rules)))  # fmt: skip
+    if not (dom_rules or dow_rules):
+        # With AND semantics (either day field starts with '*') the schedule fires iff some chosen
+        # month has some chosen day-of-month: every (month, day) pair falls on every weekday in
+        # some year. With OR semantics the weekday alone fires in every month.
+        if not day_or and not any(d <= _DAYS_IN_MONTH[m] for m in months for d in doms):
+            raise ScheduleError(
+                f"cron expression {expression!r} never fires: no month in {fields[3]!r} "
+                f"has a day {fields[2]!r}"
+            )
+    elif not _fires_somewhere(spec):
+        joined = "or" if day_or else "and"
+        raise ScheduleError(
+            f"cron expression {expression!r} never fires: no day of a month in {fields[3]!r} matches "
+            f"day-of-month {fields[2]!r} {joined} day-of-week {fields[4]!r}"
+        )
+    return spec
 
 
 @lru_cache(maxsize=1)
@@ -383,17 +556,35 @@ class CronSchedule:
     default: no run) for one that does not exist. None keeps the rule.
 
     Day fields follow Vixie cron: if both day-of-month and day-of-week are restricted (neither
-    starts with '*'), a day matches when either does (croniter 7 also ORs ``*/2`` with a weekday;
-    we do not). ``N/step`` is refused: write ``N-59/step``. Results are strictly increasing.
+    starts with '*' or is '?'), a day matches when either does (croniter 7 also ORs ``*/2`` with a
+    weekday; we do not). ``N/step`` is refused: write ``N-59/step``. Results are strictly increasing.
+
+    Quartz's day forms choose dates only; the times on those dates follow the DST rule above.
+    Day-of-month: ``L`` (last day), ``L-3`` (three before it), ``LW`` (last weekday), ``15W``
+    (the weekday nearest the 15th, never in another month: ``1W`` on a Saturday is Monday the
+    3rd; ``31W`` in a 30-day month does not run). Day-of-week: ``FRI#2`` / ``5#2`` (second
+    Friday; no run in a month without one), ``FRIL`` / ``5L`` (last Friday). ``?`` is ``*`` in
+    either day field; a range ending on ``SUN`` reads it as 7 (``MON-SUN``). Weekdays count
+    0 or 7 = Sunday as in cron, not Quartz's 1 = Sunday.
+
+    ``@every 5m`` / ``@every 1h30m``: every interval of elapsed time from ``anchor`` (the job's
+    creation, to the second), first run one interval after it. DST never moves an interval: the
+    runs keep their spacing in real time and their local times shift with the clocks.
     """
 
     expression: str
     timezone: str = "UTC"
     dst_repeated: str | None = None  # first | both | None (the rule)
     dst_missing: str | None = None  # shift | skip | None (the rule)
+    anchor: datetime | None = None  # @every: what the intervals count from (the job's creation)
 
     def __post_init__(self) -> None:
-        _compile(self.expression)  # raise ScheduleError now, never at materialisation time
+        # Raise ScheduleError now, never at materialisation time.
+        if _interval_s(self.expression) is None:
+            _compile(self.expression)
+        elif self.dst_repeated is not None or self.dst_missing is not None:
+            raise ScheduleError(f"dst_repeated and dst_missing do not apply to {self.expression.strip()!r}: "
+                                "an interval is elapsed time, which DST never moves")  # fmt: skip
         _zone(self.timezone)
         if self.dst_repeated not in (None, *DST_REPEATED):
             raise ScheduleError(f"dst_repeated must be one of {', '.join(DST_REPEATED)}, got {self.dst_repeated!r}")
@@ -402,15 +593,30 @@ class CronSchedule:
 
     @classmethod
     def parse(
-        cls, expression: str, timezone: str = "UTC", dst_repeated: str | None = None, dst_missing: str | None = None
-    ) -> CronSchedule:
+        cls, expression: str, timezone: str = "UTC", dst_repeated: str | None = None, dst_missing: str | None = None,
+        anchor: datetime | None = None,
+    ) -> CronSchedule:  # fmt: skip
         """Validate and build; raises ScheduleError naming the bad field, value or zone."""
-        return cls(expression, timezone, dst_repeated, dst_missing)
+        return cls(expression, timezone, dst_repeated, dst_missing, anchor)
+
+    @property
+    def interval_s(self) -> int | None:
+        """An `@every` schedule's interval in seconds; None for a cron expression."""
+        return _interval_s(self.expression)
+
+    def _grid(self) -> tuple[datetime, int] | None:
+        """(anchor to the whole second, interval) of an @every schedule; None for cron."""
+        step = _interval_s(self.expression)
+        if step is None:
+            return None
+        if self.anchor is None:
+            raise ValueError(f"{self.expression.strip()!r} counts from an anchor (the job's creation time); none was given")
+        return _utc("anchor", self.anchor).replace(microsecond=0), step
 
     @property
     def wall_clock(self) -> bool:
         """True for fixed wall-clock times, False for a real-time cadence (see class docstring)."""
-        return _compile(self.expression).wall_clock
+        return _interval_s(self.expression) is None and _compile(self.expression).wall_clock
 
     @property
     def repeated(self) -> str:
@@ -429,16 +635,21 @@ class CronSchedule:
         >>> s.occurrences(datetime(2026, 3, 8, tzinfo=UTC), datetime(2026, 3, 9, tzinfo=UTC))
         [datetime.datetime(2026, 3, 8, 7, 0, tzinfo=datetime.timezone.utc)]
         """
+        after, until = _utc("after", after), _utc("until", until)
+        if (grid := self._grid()) is not None:
+            return _interval_runs(*grid, after, until)
         both, shift = self.repeated == "both", self.missing == "shift"
-        return list(_cached(self.expression, self.timezone, _utc("after", after), _utc("until", until), both, shift))
+        return list(_cached(self.expression, self.timezone, after, until, both, shift))
 
     def next_runs(self, after: datetime, count: int) -> list[datetime]:
         """The first `count` UTC instants strictly after `after` (fewer only when the calendar
         ends first, at 9999-12-31 in UTC and in the zone)."""
         if count < 0:
             raise ValueError(f"count must be >= 0, got {count}")
-        both, shift = self.repeated == "both", self.missing == "shift"
         start = _utc("after", after)
+        if (grid := self._grid()) is not None:
+            return _interval_runs(*grid, start, _MAX, count)
+        both, shift = self.repeated == "both", self.missing == "shift"
         out: list[datetime] = []
         span = timedelta(hours=1)
         while len(out) < count and start < _MAX:
@@ -465,8 +676,8 @@ class CronSchedule:
         [('dst_shifted',), ()]
         """
         runs = self.next_runs(after, count)
-        if not runs:
-            return []
+        if not runs or self.interval_s is not None:  # elapsed time: DST never touches an interval
+            return [Run(run, (), None) for run in runs]
         spec, zone = _compile(self.expression), _zone(self.timezone)
         both, shift = self.repeated == "both", self.missing == "shift"
         start = _utc("after", after)
@@ -510,6 +721,27 @@ def _describe(zone: tzinfo, kind: str, events: list[_Event]) -> str:
 def _label(zone: tzinfo, kinds: dict[str, list[_Event]]) -> tuple[tuple[str, ...], str | None]:
     labels = tuple(dict.fromkeys(_LABELS[k] for k in kinds))
     return labels, "; ".join(_describe(zone, kind, events) for kind, events in kinds.items()) or None
+
+
+class ScheduledJob(Protocol):
+    """What a schedule needs of a job record (models.Job)."""
+
+    @property
+    def cron(self) -> str | None: ...
+    @property
+    def timezone(self) -> str: ...
+    @property
+    def dst_repeated(self) -> str | None: ...
+    @property
+    def dst_missing(self) -> str | None: ...
+    @property
+    def created_at(self) -> datetime: ...
+
+
+def schedule_of(job: ScheduledJob) -> CronSchedule:
+    """A cron job's schedule with its DST overrides, an @every job's anchored at its creation.
+    Every reader of a job's schedule (materialiser, previews, backfill, why, overrun) uses this."""
+    return CronSchedule(job.cron or "", job.timezone, job.dst_repeated, job.dst_missing, job.created_at)
 
 
 def smear_offset_s(job_id: str, window_s: float) -> float:

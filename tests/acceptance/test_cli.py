@@ -181,7 +181,7 @@ async def test_status_shows_the_due_forecast(cli, make_job) -> None:  # type: ig
     await make_job("noop", run_at=datetime.now(UTC) + timedelta(minutes=10))
     report = json.loads(cli("status", "--json").stdout)
     assert report["due_next"] == {"1m": 1, "5m": 1, "15m": 2, "60m": 2}
-    assert "due_next" in cli("status").stdout
+    assert "due next" in cli("status").stdout
 
 
 def test_token_list_and_revoke(cli) -> None:  # type: ignore[no-untyped-def]

@@ -139,3 +139,25 @@ def test_every_command_on_an_unmigrated_database_says_to_migrate(bare_database_u
         assert "Traceback" not in done.stderr, (args, done.stderr)
         assert done.returncode == 2 and "run `schedulerd migrate`" in done.stderr, (args, done.stderr)
         assert "no schedulerd schema" in done.stderr, (args, done.stderr)
+
+
+@pytest.mark.parametrize(("cron", "message"), [
+    ("0 0 * * 8#1", "day-of-week field '8#1': 8 is out of range 0-7"),
+    ("0 0 * * FRI#6", "day-of-week field 'FRI#6': the week of the month after '#' must be 1-5, got 6"),
+    ("0 0 32W * *", "day-of-month field '32W': 32 is out of range 1-31"),
+    ("L 0 * * *", "minute field 'L': 'L', 'W', '#' and '?' are allowed only in the day-of-month and day-of-week fields"),
+    ("0 0 * * L", "day-of-week field 'L': 'L' alone is ambiguous in day-of-week"),
+    ("@every 0s", "'0s' is shorter than 1 minute"),
+    ("@every 5x", "'5x' is not a duration"),
+])  # fmt: skip
+async def test_quartz_forms_and_intervals_exit_2_naming_the_flag(cli, store, cron, message) -> None:  # type: ignore[no-untyped-def]
+    created = cli("job", "create", "--task", "noop", "--cron", cron)
+    _refused(created, "--cron")
+    assert message in created.stderr
+    previewed = cli("cron", "next", cron)
+    _refused(previewed, "expression")
+    assert message in previewed.stderr
+    override = cli("job", "create", "--task", "noop", "--cron", "@every 5m", "--dst-missing", "skip")
+    _refused(override, "--dst-missing")
+    assert "an interval is elapsed time, which DST never moves" in override.stderr
+    assert await store.db.fetchval("SELECT count(*) FROM jobs") == 0

@@ -35,7 +35,7 @@ async def test_from_file_creates_every_valid_line_and_names_each_refused_one(cli
     # Again from standard input: the keyed line is replayed, not created twice.
     again = cli("job", "create", "--from-file", "-", stdin=lines[2000] + "\n" + json.dumps({"task": "noop"}) + "\n")
     assert again.returncode == 0, again.stderr
-    assert "1 jobs created, 1 replayed" in again.stdout
+    assert "1 job created, 1 replayed" in again.stdout
     assert await store.db.fetchval("SELECT count(*) FROM jobs WHERE tenant = 'acme'") == 1
 
 

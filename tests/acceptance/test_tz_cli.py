@@ -44,6 +44,44 @@ def test_cron_next_labels_what_dst_did(cli) -> None:
     assert "01:30:00 EST" in lines[1] and "second pass" in lines[1]
 
 
+def test_cron_next_previews_quartz_forms_with_the_same_labels(cli) -> None:
+    # London's clocks go forward on the last Sunday of March: 01:30 on that day does not exist.
+    last_sunday = cli("cron", "next", "30 1 ? * SUNL", "--tz", "Europe/London", "--from", "2026-03-01T00:00:00Z",
+                      "--count", "2", "--json")  # fmt: skip
+    assert last_sunday.returncode == 0, last_sunday.stderr
+    first, second = json.loads(last_sunday.stdout)
+    assert (first["utc"], first["labels"], second["utc"], second["labels"]) == (
+        "2026-03-29T01:00:00+00:00", ["dst_shifted"], "2026-04-26T00:30:00+00:00", [])
+    # New York falls back on the first Sunday of November: 01:30 happens twice, runs once.
+    text = cli("cron", "next", "30 1 * * SUN#1", "--tz", NY, "--from", "2026-10-05T00:00:00Z", "--count", "1")
+    assert text.returncode == 0 and "[dst_deduplicated]" in text.stdout and "01:30:00 EDT" in text.stdout
+    month_end = cli("cron", "next", "0 18 LW * *", "--tz", NY, "--from", "2026-05-01T00:00:00Z", "--count", "1", "--json")
+    assert [r["local"] for r in json.loads(month_end.stdout)] == ["2026-05-29T18:00:00-04:00"]  # the 31st is a Sunday
+
+
+def test_cron_next_previews_an_interval_from_the_start_with_no_dst_labels(cli) -> None:
+    done = cli("cron", "next", "@every 1h30m", "--tz", NY, "--from", "2026-03-08T05:00:00Z", "--count", "3", "--json")
+    assert done.returncode == 0, done.stderr
+    runs = json.loads(done.stdout)
+    assert [r["utc"] for r in runs] == ["2026-03-08T06:30:00+00:00", "2026-03-08T08:00:00+00:00", "2026-03-08T09:30:00+00:00"]
+    assert [r["local"][11:16] for r in runs] == ["01:30", "04:00", "05:30"]  # the clocks jumped; the interval did not
+    assert all(r["labels"] == [] and r["note"] is None for r in runs)
+    text = cli("cron", "next", "@every 1h30m", "--from", "2026-03-08T05:00:00Z", "--count", "1")
+    assert text.stdout.startswith("@every 1h30m: elapsed time counted from 2026-03-08 05:00:00.000Z"), text.stdout
+
+
+async def test_an_interval_job_counts_from_its_creation(cli, store) -> None:
+    created = cli("job", "create", "--task", "noop", "--cron", "@every 7m", "--tz", NY, "--json")
+    assert created.returncode == 0, created.stderr
+    job = json.loads(created.stdout)["job"]
+    anchor = datetime.fromisoformat(job["created_at"]).replace(microsecond=0)
+    rows = await store.db.fetch("SELECT scheduled_for FROM executions WHERE job_id = $1 ORDER BY 1", job["id"])
+    assert len(rows) == 6 * 60 // 7  # the materialiser's 6-hour horizon, written at create
+    assert [r["scheduled_for"] for r in rows[:2]] == [anchor + timedelta(minutes=7), anchor + timedelta(minutes=14)]
+    shown = json.loads(cli("job", "next", job["id"], "--count", "2", "--json").stdout)
+    assert [datetime.fromisoformat(r["utc"]) for r in shown] == [r["scheduled_for"] for r in rows[:2]]
+
+
 async def test_job_create_with_overrides_and_its_labelled_next_runs(cli, store) -> None:
     created = cli("job", "create", "--task", "log", "--cron", "30 1 * * *", "--tz", NY, "--dst-repeated", "both",
                   "--dst-missing", "skip", "--json")  # fmt: skip

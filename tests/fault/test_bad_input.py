@@ -39,11 +39,13 @@ NASTY = [
 ]  # fmt: skip
 texts = st.one_of(st.text(max_size=20), st.sampled_from(NASTY), st.lists(st.sampled_from(NASTY), max_size=3).map("".join))
 FIELD_TOKENS = ["*", "*/0", "*/1", "*/15", "0", "7", "59", "60", "-1", "1-5", "5-1", "1,2,3", "MON-FRI", "SUN", "JAN", "L",
-                "?", "1/0", "99999999999999999999", "0-59/7", "*/99999"]  # fmt: skip
+                "?", "1/0", "99999999999999999999", "0-59/7", "*/99999", "LW", "L-3", "L-31", "15W", "32W", "W", "FRI#2",
+                "8#1", "FRI#6", "5L", "L/2", "MON-SUN", "1,L", "#"]  # fmt: skip
 crons = st.one_of(
     st.sampled_from(["*/5 * * * *", "0 9 * * MON-FRI", "30 1 * * *", "0 0 1 1 *"]),
     st.sampled_from(["@hourly", "@daily", "@weekly", "@monthly", "@yearly", "@reboot", "@every 5m", "* * * * *",
-                     "0 0 30 2 *", "0 0 31 4 *", "0 0 29 2 *", "* * * *", "* * * * * *", "30 2 * * *"]),
+                     "0 0 30 2 *", "0 0 31 4 *", "0 0 29 2 *", "* * * *", "* * * * * *", "30 2 * * *", "@every 0s",
+                     "@every 5x", "@every 1h30m", "@every 1e9d", "0 0 L * *", "0 9 ? * FRI#2", "0 0 L-30 2 *"]),
     st.lists(st.sampled_from(FIELD_TOKENS), min_size=4, max_size=6).map(" ".join),
     texts,
 )  # fmt: skip
@@ -104,7 +106,8 @@ BAD = {
     "max_attempts": st.integers(-5, 0) | st.integers(101, 10**20), "timeout_s": floats, "backoff_base_s": floats,
     "backoff_factor": floats, "backoff_max_s": floats, "run_at": instants,
 }  # fmt: skip
-GOOD_CRON = {"cron": st.sampled_from(["*/5 * * * *", "0 9 * * MON-FRI", "30 1 * * *", "0 0 1 1 *", "@daily", "@hourly"]),
+GOOD_CRON = {"cron": st.sampled_from(["*/5 * * * *", "0 9 * * MON-FRI", "30 1 * * *", "0 0 1 1 *", "@daily", "@hourly",
+                                      "0 0 L * *", "30 2 15W * *", "0 9 ? * MON#1", "0 0 * * 5L", "@every 1h30m"]),
              "timezone": st.sampled_from(["UTC", "Europe/London", "America/New_York", "Asia/Kolkata", "Australia/Lord_Howe"]),
              "misfire_policy": st.sampled_from(["skip", "run_once", "catch_up"]), "catch_up_limit": st.integers(0, 1000),
              "window_s": st.floats(0, 86400)}  # fmt: skip
@@ -331,3 +334,52 @@ async def test_fuzzed_api_job_create_never_answers_5xx(store, queue, config) -> 
         await asyncio.to_thread(judge)
     print(f"\n[fault] fuzzed POST /v1/jobs in-process (seed {SEED}): statuses {dict(sorted(seen.items()))}")
     assert "201" in seen and len(seen) > 1
+
+
+# --- Quartz's day forms and @every: refused precisely at every door -------------------------------
+
+QUARTZ_REFUSED = [
+    ("0 0 * * 8#1", "bad cron expression '0 0 * * 8#1': day-of-week field '8#1': 8 is out of range 0-7"),
+    ("0 0 * * FRI#6", "bad cron expression '0 0 * * FRI#6': day-of-week field 'FRI#6': the week of the month after '#' "
+                      "must be 1-5, got 6"),
+    ("0 0 32W * *", "bad cron expression '0 0 32W * *': day-of-month field '32W': 32 is out of range 1-31"),
+    ("L 0 * * *", "bad cron expression 'L 0 * * *': minute field 'L': 'L', 'W', '#' and '?' are allowed only in the "
+                  "day-of-month and day-of-week fields"),
+    ("0 0 L-30 2 *", "cron expression '0 0 L-30 2 *' never fires: no day of a month in '2' matches day-of-month 'L-30' "
+                     "and day-of-week '*'"),
+    ("@every 0s", "bad interval '@every 0s': '0s' is shorter than 1 minute, the shortest step of any schedule (as in cron)"),
+    ("@every 5x", "bad interval '@every 5x': '5x' is not a duration (use e.g. 30s, 5m, 1h30m, 250ms)"),
+]  # fmt: skip
+
+
+async def test_quartz_forms_and_intervals_refused_precisely_by_jobs_create_and_the_api(store, queue, config) -> None:
+    httpx = pytest.importorskip("httpx")
+    api = pytest.importorskip("schedulerd.api")
+    from schedulerd.tenants import Tenants
+
+    jobs = Jobs(store, queue, config)
+    tenant = await Tenants(store).create(f"quartz-{os.getpid()}-{id(store)}")
+    app = api.create_app(jobs, store, queue, config)
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://q", headers={"Authorization": f"Bearer {tenant.token}"}) as http:
+        for cron, message in QUARTZ_REFUSED:
+            with pytest.raises(ValidationError) as info:
+                await jobs.create(JobSpec(task="noop", cron=cron))
+            assert (info.value.field, info.value.message) == ("cron", message)
+            response = await http.post("/v1/jobs", json={"task": "noop", "cron": cron})
+            assert response.status_code == 422, response.text
+            assert response.json()["error"]["field"] == "cron" and response.json()["error"]["message"] == message
+        # A DST override on an interval is refused naming the override.
+        with pytest.raises(ValidationError) as info:
+            await jobs.create(JobSpec(task="noop", cron="@every 5m", dst_missing="skip"))
+        assert info.value.field == "dst_missing" and "an interval is elapsed time" in info.value.message
+        response = await http.post("/v1/jobs", json={"task": "noop", "cron": "@every 5m", "dst_repeated": "both"})
+        assert response.status_code == 422 and response.json()["error"]["field"] == "dst_repeated", response.text
+        assert await _rows(store) == (0, 0)
+        # The accepted forms are stored as given, with runs; an interval's view has no DST rule in force.
+        for cron in ("0 9 ? * MON#1", "0 0 LW * *", "@every 1h30m"):
+            response = await http.post("/v1/jobs", json={"task": "noop", "cron": cron, "timezone": "Europe/London"})
+            assert response.status_code == 201, response.text
+            view = response.json()["job"]
+            assert view["cron"] == cron and len(response.json()["next_runs"]) > 0
+            assert (view["dst_repeated"] is None) == cron.startswith("@every")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import asyncpg
 import pytest
@@ -17,12 +16,14 @@ from tests.conftest import REPO_ROOT
 @pytest.mark.timeout(90)
 async def test_quick_bench_runs_everything_once(servers: tuple[str, str]) -> None:
     env = {**os.environ, "SCHEDULERD_TEST_DATABASE_URL": servers[0], "SCHEDULERD_TEST_REDIS_URL": servers[1]}
-    result = subprocess.run(
-        [sys.executable, "scripts/bench.py", "--quick"],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=80,
+    result = subprocess.run(  # the script, as a fresh clone runs it: it installs first, as scripts/run does
+        ["scripts/bench", "--quick"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=80,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    lines = result.stdout.strip().splitlines()
+    assert lines[0].startswith("bench: servers: Postgres ") and "(SCHEDULERD_TEST_DATABASE_URL)" in lines[0], lines[0]
+    assert "(SCHEDULERD_TEST_REDIS_URL)" in lines[0]
+    report = json.loads(lines[-1])
     assert report["scenario"] == "steady" and report["executions"] == 2500
     assert report["lost"] == 0 and report["duplicates"] == 0
     assert report["succeeded"] == 2500 and report["crashed"] == []

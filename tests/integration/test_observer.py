@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import REGISTRY
 
 from schedulerd.jobs import Jobs, JobSpec
-from schedulerd.observer import Observer
+from schedulerd.observer import Observer, replica_roles
 from tests.integration.conftest import run_until_idle
 
 
@@ -44,4 +44,5 @@ async def test_observer_samples_gauges_and_reports_the_replica(store, queue, con
     assert 0 < sample("schedulerd_round_trip_seconds", server="redis") < 1
     assert abs(sample("schedulerd_clock_skew_seconds", server="redis")) < 1  # one host, one clock
     (replica,) = [r for r in await store.replica_list(60) if r["worker_id"] == "observer-test"]
-    assert replica["roles"] == list(config.daemon.roles) and replica["version"]
+    assert replica["roles"] == list(replica_roles(config)) and replica["version"]
+    assert replica["roles"][: len(config.daemon.roles)] == list(config.daemon.roles) and "observer" in replica["roles"]

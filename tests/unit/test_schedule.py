@@ -266,9 +266,9 @@ ERRORS = [
     bad("0 0 * FOO *", "month field 'FOO': 'FOO' is not a number or a name like JAN"),
     bad("0 0 * * MONDAY", "day-of-week field 'MONDAY': 'MONDAY' is not a number or a name like SUN"),
     bad("1,,2 * * * *", "minute field '1,,2': '' is not a number"),
-    bad("0 0 L * *", "day-of-month field 'L': 'L' is not a number"),
-    bad("0 0 ? * *", "day-of-month field '?': '?' is not a number"),
-    bad("@reboot", f"unknown macro; use one of {MACROS}"),
+    bad("0 0 L * FRI-L", "day-of-week field 'FRI-L': not a day-of-week form: use a weekday, FRI#2 (the second "
+                         "Friday) or FRIL / 5L (the last Friday), never in a range or step"),
+    bad("@reboot", f"unknown macro; use one of {MACROS}, or '@every 5m' for an interval"),
     ("0 0 31 2 *", "UTC", "cron expression '0 0 31 2 *' never fires: no month in '2' has a day '31'"),
     ("0 0 30,31 FEB *", "UTC",
      "cron expression '0 0 30,31 FEB *' never fires: no month in 'FEB' has a day '30,31'"),

@@ -93,7 +93,8 @@ WITH input AS (
         enqueued_at = CASE WHEN l.status = 'queued' THEN clock_timestamp() ELSE e.enqueued_at END,
         finished_at = CASE WHEN l.status IN ('succeeded', 'failed', 'cancelled') THEN clock_timestamp() END,
         lease_until = NULL,
-        last_error = coalesce(l.error, e.last_error),
+        -- A success clears it: an earlier attempt's error stays in its attempt row, not on the run.
+        last_error = CASE WHEN l.status = 'succeeded' THEN NULL ELSE coalesce(l.error, e.last_error) END,
         reason = CASE WHEN l.status = 'cancelled' THEN 'overlap' ELSE e.reason END,
         detail = CASE WHEN l.outcome = 'succeeded' THEN l.detail END
     FROM locked l
