@@ -19,10 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from uuid import UUID
 
-import asyncpg
-
 from schedulerd import config as config_module
-from schedulerd.tasks import registry
 from schedulerd.clock import ServerClock
 from schedulerd.config import Config
 from schedulerd.core.durations import parse_duration_s, parse_instant
@@ -31,8 +28,9 @@ from schedulerd.intake import Enqueued, EnqueuedExecution, Intake, Item, Refused
 from schedulerd.jobs import JobSpec
 from schedulerd.models import Enqueue, Execution, ExecutionStatus
 from schedulerd.queue import DelayQueue
-from schedulerd.store import Store
+from schedulerd.store import Connection, Store
 from schedulerd.task_types import TaskTypes
+from schedulerd.tasks import registry
 
 __all__ = ["Client", "SyncClient", "JobRequest", "Enqueued", "EnqueuedExecution", "Refused", "TaskRef", "task"]
 
@@ -191,7 +189,7 @@ class Client:
         await self.close()
 
     async def enqueue(
-        self, task: str, params: Mapping[str, Any] | None = None, *, connection: asyncpg.Connection | None = None,
+        self, task: str, params: Mapping[str, Any] | None = None, *, connection: Connection | None = None,
         **options: Any,
     ) -> Enqueued:  # fmt: skip
         """Create one job; returns it with its first execution(s) (a cron job: those written for
@@ -216,7 +214,7 @@ class Client:
 
     async def enqueue_many(
         self, requests: Iterable[JobRequest | Mapping[str, Any]], *, batch_size: int = BATCH_SIZE,
-        connection: asyncpg.Connection | None = None,
+        connection: Connection | None = None,
     ) -> list[Result]:  # fmt: skip
         """Create many jobs, `batch_size` per transaction (one INSERT for the jobs, one for their
         executions, one ZADD pipeline after each commit). Returns one result per request, in
@@ -229,7 +227,7 @@ class Client:
 
     async def enqueue_batches(
         self, requests: Iterable[JobRequest | Mapping[str, Any] | Item], *, batch_size: int = BATCH_SIZE,
-        connection: asyncpg.Connection | None = None,
+        connection: Connection | None = None,
     ) -> AsyncIterator[list[Result]]:  # fmt: skip
         """enqueue_many as a stream: yields each batch's results once it has committed (indexes
         count from the first request), so a caller can report progress on a long input."""
@@ -256,7 +254,7 @@ class Client:
             await asyncio.gather(*in_flight, return_exceptions=True)
 
     async def _create(
-        self, entries: list[JobRequest | Mapping[str, Any] | Item], connection: asyncpg.Connection | None, offset: int = 0
+        self, entries: list[JobRequest | Mapping[str, Any] | Item], connection: Connection | None, offset: int = 0
     ) -> list[Result]:
         refused: list[Refused] = []
         as_given: set[int] = set()  # intake Items (the CLI's): their refusals keep the intake's field names
@@ -288,7 +286,7 @@ class Client:
         return results
 
     @contextlib.asynccontextmanager
-    async def transaction(self, connection: asyncpg.Connection) -> AsyncIterator[asyncpg.Connection]:
+    async def transaction(self, connection: Connection) -> AsyncIterator[Connection]:
         """`async with client.transaction(conn):` opens a transaction on the application's
         connection; jobs enqueued in it with connection=conn exist only if it commits, and go
         into Redis right after the commit."""
@@ -296,7 +294,7 @@ class Client:
             yield connection
         await self.flush(connection)
 
-    async def flush(self, connection: asyncpg.Connection | None = None) -> int:
+    async def flush(self, connection: Connection | None = None) -> int:
         """Put into Redis the executions enqueued inside application transactions (of this
         connection, or all) that have committed since; returns how many. Rolled-back ones are
         dropped: Postgres is asked which exist."""

@@ -22,6 +22,7 @@ from schedulerd.jobs import check_actor
 from schedulerd.models import ExecutionStatus, FailedExecution
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store
+from schedulerd.transient import enqueue_committed
 
 log = structlog.get_logger("schedulerd.dead_letters")
 MAX_ERROR_FILTER = 500  # characters of an error-text filter
@@ -118,11 +119,7 @@ class DeadLetters:
             ids, tenant, per_s=defaults.redrive_per_s, horizon_s=self.config.dispatcher.horizon_s, by=by
         )
         entries = [entry for entry, status in done if status == ExecutionStatus.QUEUED]
-        if entries:
-            try:
-                await self.queue.add(entries, only_new=True)
-            except Exception as exc:  # redriven all the same: the sweeper re-enqueues queued rows
-                log.warning("dead_letters.enqueue_failed", count=len(entries), error=str(exc))
+        await enqueue_committed(self.queue, entries, "dead_letters.enqueue_failed")
         redriven = {entry.execution_id for entry, _ in done}
         metrics.REDRIVEN.inc(len(redriven))
         log.info("dead_letters.redriven", count=len(redriven), by=by, tenant=tenant)

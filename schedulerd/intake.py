@@ -20,18 +20,17 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-import asyncpg
-
 from schedulerd.clock import ServerClock
 from schedulerd.config import Config
 from schedulerd.core.ids import execution_id
 from schedulerd.errors import ValidationError
-from schedulerd.jobs import JobSpec, enqueue_committed, validate
+from schedulerd.jobs import JobSpec, validate
 from schedulerd.materialiser import materialise_jobs
 from schedulerd.models import Enqueue, ExecutionStatus, Job
 from schedulerd.queue import DelayQueue
-from schedulerd.store import Store
+from schedulerd.store import Connection, Store
 from schedulerd.task_types import TaskTypes
+from schedulerd.transient import enqueue_committed
 
 # Records made per job are slotted: a batch of thousands of them is what the garbage collector
 # walks, and a __dict__ apiece was a measurable share of enqueue_many's time.
@@ -175,7 +174,7 @@ class Intake:
         self.clock = clock or ServerClock(store)
 
     async def create_many(
-        self, items: Sequence[Item], *, connection: asyncpg.Connection | None = None,
+        self, items: Sequence[Item], *, connection: Connection | None = None,
         numbers: Sequence[int] | None = None, with_jobs: bool = False,
     ) -> tuple[list[Result], list[Enqueue]]:  # fmt: skip
         """Create these jobs: results in input order, each carrying its item's number (from
@@ -186,7 +185,7 @@ class Intake:
                                           connection=connection, with_jobs=with_jobs)  # fmt: skip
 
     async def create_numbered(
-        self, numbered: Iterable[tuple[int, Item]], *, connection: asyncpg.Connection | None = None,
+        self, numbered: Iterable[tuple[int, Item]], *, connection: Connection | None = None,
         with_jobs: bool = False,
     ) -> tuple[list[Result], list[Enqueue]]:  # fmt: skip
         """create_many for (number, item) pairs taken one at a time: an item (and its spec) can
@@ -232,14 +231,14 @@ class Intake:
             if connection is None:
                 async with self.store.transaction() as tx:
                     to_queue = await self._write(tx, accepted, columns, results, queue_now=True, with_jobs=with_jobs)
-                await enqueue_committed(self.queue, to_queue)
+                await enqueue_committed(self.queue, to_queue, "jobs.enqueue_failed", shared=True)
                 to_queue = []
             elif connection.is_in_transaction():
                 to_queue = await self._write(Store(connection), accepted, columns, results, queue_now=False)
             else:  # the application's connection, outside a transaction: this call is its own
                 async with connection.transaction():
                     to_queue = await self._write(Store(connection), accepted, columns, results, queue_now=True)
-                await enqueue_committed(self.queue, to_queue)
+                await enqueue_committed(self.queue, to_queue, "jobs.enqueue_failed", shared=True)
                 to_queue = []
         else:
             to_queue = []

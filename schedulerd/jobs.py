@@ -36,6 +36,7 @@ from schedulerd.models import Enqueue, Execution, ExecutionStatus, Job
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store
 from schedulerd.tasks import registry
+from schedulerd.transient import enqueue_committed
 
 log = structlog.get_logger("schedulerd.jobs")
 
@@ -267,17 +268,6 @@ def queued(executions: list[Execution]) -> list[Enqueue]:
     return [Enqueue(e.id, e.due_at, e.tenant) for e in executions if e.status == ExecutionStatus.QUEUED]
 
 
-async def enqueue_committed(queue: DelayQueue, entries: list[Enqueue]) -> None:
-    """ZADD executions whose rows have committed, best effort: if Redis refuses, they are
-    accepted all the same and the sweeper (or the dispatcher, for pending ones) enqueues them."""
-    if not entries:
-        return
-    try:
-        await queue.add_shared(entries)
-    except Exception as exc:
-        log.warning("jobs.enqueue_failed", count=len(entries), error=str(exc))
-
-
 class Jobs:
     def __init__(self, store: Store, queue: DelayQueue, config: Config, clock: Clock | None = None) -> None:
         self.store = store
@@ -286,7 +276,7 @@ class Jobs:
         self.clock = clock or system()  # the host's: only stamps pause times; due times use Postgres's
 
     async def _enqueue(self, entries: list[Enqueue]) -> None:
-        await enqueue_committed(self.queue, entries)
+        await enqueue_committed(self.queue, entries, "jobs.enqueue_failed", shared=True)
 
     async def create(
         self, spec: JobSpec, also: AlsoInTransaction | None = None, known_tasks: Collection[str] | None = None

@@ -72,7 +72,7 @@ BREAKER_TRANSITIONS = Counter(
     "schedulerd_breaker_transitions_total", "Circuit breaker state changes this replica caused, by new state", ["task", "host", "state"]
 )
 
-# Schedules beyond the basics (issue 9).
+# Overlap policies, overrun warnings, backfills and redrives.
 OVERLAP_DECISIONS = Counter(
     "schedulerd_overlap_decisions_total",
     "Occurrences of guarded jobs judged at claim time, by overlap policy and decision "
@@ -88,7 +88,7 @@ OVERRUN_WARNINGS = Counter(
 # replica, or a CLI run, which has no /metrics).
 BACKFILLED = Counter("schedulerd_backfilled_occurrences_total", "Executions created by backfills")
 REDRIVEN = Counter("schedulerd_redriven_executions_total", "Failed executions redriven with a new attempt budget")
-# Issue 9: late and missed occurrences, and known future load.
+# Late and missed occurrences, and known future load.
 LATE = Counter(
     "schedulerd_late_occurrences_total",
     "Occurrences whose first attempt did not start within the grace (or never started), by late reason "

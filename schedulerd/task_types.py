@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from schedulerd.tasks import registry
 from schedulerd.store import Store
+from schedulerd.tasks import registry
 
 REFRESH_S = 5.0  # how long the set read from Postgres is trusted before it is read again
 

@@ -24,8 +24,9 @@ from schedulerd.core.materialise import reconcile
 from schedulerd.core.schedule import ScheduleError, smear_offset_s
 from schedulerd.jobs import queued, schedule_of
 from schedulerd.models import Enqueue, Job, TzMovedJob
-from schedulerd.queue import UNREACHABLE, DelayQueue
+from schedulerd.queue import DelayQueue
 from schedulerd.store import Store
+from schedulerd.transient import enqueue_committed
 from schedulerd.tzdb import TzDatabase
 
 log = structlog.get_logger("schedulerd.tz")
@@ -119,11 +120,7 @@ async def recompute(
             moved.extend(m.job_id for m in batch_moved)
             occurrences += sum(max(m.removed, m.added) for m in batch_moved)
             after = jobs[-1].id
-            if enqueue:
-                try:
-                    await queue.add(enqueue, only_new=True)
-                except UNREACHABLE as exc:  # committed all the same: the sweeper enqueues them
-                    log.warning("tz.enqueue_failed", count=len(enqueue), error=str(exc))
+            await enqueue_committed(queue, enqueue, "tz.enqueue_failed")
         if recompute_id is not None:
             await locked.tz_recompute_finish(recompute_id, checked, len(moved))
     metrics.TZ_JOBS_MOVED.inc(len(moved))

@@ -1,4 +1,5 @@
-"""Worker: pop due ids from Redis, claim them in Postgres, run handlers, record outcomes.
+"""Worker: pop due ids from Redis -> claim them in Postgres -> admit (admission.py) -> run the
+handlers -> record the outcomes (the retry decision: core/retry.py).
 
 A pop confers nothing; the batched claim UPDATE decides who runs what. Every later write
 (heartbeat, finish) is conditional on the fence the claim returned, so a worker that froze past
@@ -19,26 +20,27 @@ import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
 import structlog
 
 from schedulerd import faults, health, metrics, overlap_claims
+from schedulerd.admission import Admission
+from schedulerd.breaker_gate import BreakerGate
 from schedulerd.breaker_states import Breakers
 from schedulerd.config import BreakerConfig, JobsConfig, LateConfig, WorkerConfig
-from schedulerd.core import breaker, late
-from schedulerd.core.backoff import after_failure
-from schedulerd.core.limits import admit
+from schedulerd.core.retry import RetryPolicy, after_attempt
 from schedulerd.errors import ValidationError
 from schedulerd.loops import retrying
 from schedulerd.models import AttemptOutcome, Claim, Enqueue, ExecutionStatus, Outcome
 from schedulerd.overrun_watch import OverrunWatch
+from schedulerd.parking import Parking
 from schedulerd.queue import UNREACHABLE, DelayQueue, Pop
 from schedulerd.store import REFUSED_ERRORS, RETRYABLE_ERRORS, Store
 from schedulerd.tasks import registry
-from schedulerd.transient import TRANSIENT_ERRORS
+from schedulerd.transient import TRANSIENT_ERRORS, enqueue_committed
 
 log = structlog.get_logger("schedulerd.worker")
 
@@ -99,19 +101,18 @@ class Worker:
         jobs_config: JobsConfig | None = None,
     ) -> None:
         self.store = store
-        # A first attempt starting this long after its due time is late ([materialiser].misfire_grace_s).
-        self.late_grace = timedelta(seconds=late_grace_s)
         self.late_config = late_config or LateConfig()
         self.overrun = OverrunWatch(store, jobs_config or JobsConfig())
-        self.breaker_config = breaker_config or BreakerConfig()
-        self.breakers = Breakers(queue.client, queue.prefix)
-        self._breaker_states: dict[str, breaker.BreakerState] = {}  # tripped or failing, as of the last pop
         self.queue = queue
         self.config = config
         self.worker_id = worker_id
         self.horizon_s = horizon_s
         self.on_epoch_lost = on_epoch_lost
         self.rng = rng or random.Random()
+        self.gate = BreakerGate(Breakers(queue.client, queue.prefix), breaker_config or BreakerConfig(), self.rng)
+        # A first attempt starting late_grace_s after its due time is late ([materialiser].misfire_grace_s).
+        self.parking = Parking(store, queue, late_grace_s)
+        self.admission = Admission(config, self.gate, self.parking, self.rng)
         self.running: dict[UUID, _Running] = {}
         self.stats = WorkerStats()
         # Outcomes recorded but not yet written, by execution. Each stays held (its lease is
@@ -122,8 +123,6 @@ class Worker:
         self.redis_down_since: float | None = None  # monotonic time Redis stopped answering, if it has
         self._next_redis_probe = 0.0
         self._slot_free = asyncio.Event()
-        self._by_task: collections.Counter[str] = collections.Counter()  # running handlers per task type
-        self._slow_running = 0  # of them, in the slow pool ([worker].slow_tasks)
         self._threads = ThreadPoolExecutor(config.threads, thread_name_prefix="schedulerd-task")
         # A write that hangs is abandoned in time to try again on a fresh connection before the lease runs out.
         self.write_timeout_s = min(config.write_timeout_s, config.lease_s / 3)
@@ -158,8 +157,8 @@ class Worker:
             self.on_epoch_lost()  # entries may be missing (restart, or ZADDs that failed meanwhile)
         faults.hit("after_pop")  # fault suite only: popped ids that nobody has claimed
         self.stats.last_pop = pop
-        if pop.breakers or self._breaker_states:
-            self._see_breakers(pop.breakers)
+        if pop.breakers or self.gate.states:
+            self.gate.see(pop.breakers)
         if pop.epoch != self.stats.known_epoch:
             if pop.epoch is None or self.stats.known_epoch is not None:
                 log.warning("worker.epoch_lost", epoch=pop.epoch)
@@ -218,8 +217,7 @@ class Worker:
         """Put popped ids nobody claimed back in Redis (due at the pop's instant), best effort."""
         now = datetime.fromtimestamp(pop.now_ms / 1000, UTC)
         tenants = dict(zip(pop.execution_ids, pop.tenants))
-        with contextlib.suppress(Exception):
-            await self.queue.add([Enqueue(UUID(i), now, tenants[i]) for i in execution_ids], only_new=True)
+        await enqueue_committed(self.queue, [Enqueue(UUID(i), now, tenants[i]) for i in execution_ids], "worker.give_back_failed")
 
     async def _claim_due(self, limit: int) -> list[Claim]:
         """The fallback while Redis is unreachable: claim due rows straight from Postgres."""
@@ -228,120 +226,24 @@ class Worker:
         return claims + (await overlap_claims.claim_guarded(self.store, guarded, lease_s, worker, **terms)).claims
 
     def _main_running(self) -> int:
-        return len(self.running) - self._slow_running
+        return len(self.running) - self.admission.slow_running
 
     async def _admit(self, claims: list[Claim]) -> int:
+        """Start the claims admission lets through; it parks the rest. Returns how many started."""
         # The claim recorded why first attempts past their grace were late; count them here.
         for reason, count in collections.Counter(c.marked_late for c in claims if c.marked_late).items():
             metrics.LATE.labels(reason).inc(count)
-        return len(await self._admit_and_start(claims))
-
-    async def _admit_and_start(self, claims: list[Claim]) -> list[Claim]:
-        """Start the claims that fit the per-task limits and the slow pool; hand the rest back.
-
-        The claim comes before we know an execution's task (Redis holds only ids), so a task at
-        its limit is claimed and handed back: queued again after ~defer_s, attempt not used."""
-        if claims and self._breaker_states and self.breaker_config.enabled:
-            claims = await self._through_breakers(claims)
-        if not claims or not (self.config.task_concurrency or self.config.slow_tasks):
-            return self._start(claims)
-        verdicts = admit(
-            [c.task for c in claims], self._by_task, self.config.task_concurrency, self.config.slow_tasks,
-            self.config.slow_concurrency - self._slow_running,
-        )  # fmt: skip
-        deferred = [c for c, ok in zip(claims, verdicts) if not ok]
-        if deferred:
-            delays = [self.config.defer_s * self.rng.uniform(0.5, 1.0) for _ in deferred]
-            await self._park(deferred, delays, "task_limit")
-        return self._start([c for c, ok in zip(claims, verdicts) if ok])
-
-    def _see_breakers(self, states: dict[str, str]) -> None:
-        """Keep the breakers the pop returned; the gauge follows them."""
-        seen = {key: breaker.parse(key, value) for key, value in states.items()}
-        for key, state in seen.items():
-            metrics.BREAKER_OPEN.labels(*state.labels).set(1 if state.tripped else 0)
-        for key in self._breaker_states.keys() - seen.keys():
-            metrics.BREAKER_OPEN.labels(*self._breaker_states[key].labels).set(0)
-        self._breaker_states = seen
-
-    async def _through_breakers(self, claims: list[Claim]) -> list[Claim]:
-        """Claims whose breaker is closed run; behind an open one they are parked (attempt not used)
-        until its probe instant; one claim per breaker whose wait is over becomes the probe."""
         pop = self.stats.last_pop
         now_ms = pop.now_ms if pop is not None else int(time.time() * 1000)
-        run: list[Claim] = []
-        parked: list[tuple[Claim, float]] = []
-        for claim in claims:
-            state = self._breaker_states.get(registry.breaker_key(claim.task, claim.params))
-            decision = breaker.decide(state, now_ms)
-            if decision == "probe" and state is not None:
-                got, probe_at_ms, now_ms = await self.breakers.take_probe(state.key, self.breaker_config.probe_timeout_s)
-                # Whoever got it or not, the breaker is half open now: the rest wait for the probe.
-                self._breaker_states[state.key] = state = breaker.BreakerState(
-                    state.key, "half_open", state.failures, state.opened_ms, probe_at_ms
-                )  # fmt: skip
-                if got:
-                    log.info("breaker.probe", breaker=state.key, execution_id=str(claim.id))
-                    run.append(claim)
-                    continue
-                decision = "park"
-            if decision == "park" and state is not None:
-                delay_s = breaker.park_delay_s(
-                    state, now_ms, self.breaker_config.recheck_s, self.breaker_config.open_s, self.rng
-                )  # fmt: skip
-                parked.append((claim, delay_s))
-            else:
-                run.append(claim)
-        if parked:
-            await self._park([c for c, _ in parked], [d for _, d in parked], "breaker_open")
-        return run
-
-    async def _tell_breakers(self, outcomes: list[Outcome]) -> None:
-        """Fold this batch's outcomes into the shared breakers: one script call, and only when a
-        failure happened or a breaker we know of is counting (a healthy fleet sends nothing)."""
-        counted = [
-            (registry.breaker_key(o.task, o.params or {}), o.outcome is AttemptOutcome.SUCCEEDED)
-            for o in outcomes if o.breaker_counts
-        ]  # fmt: skip
-        if not counted or (all(ok for _, ok in counted) and not self._breaker_states):
-            return
-        summary = {k: v for k, v in breaker.summarise(counted).items() if v[1] > 0 or k in self._breaker_states}
-        if not summary:
-            return
-        try:
-            changed = await self.breakers.record_outcomes(summary, self.breaker_config.failures, self.breaker_config.open_s)
-        except UNREACHABLE as exc:  # best effort: without Redis nothing is popped anyway
-            log.warning("breaker.record_failed", error=f"{type(exc).__name__}: {exc}")
-            return
-        for key, state in changed:
-            labels = breaker.BreakerState(key, state, 0, 0, 0).labels
-            metrics.BREAKER_TRANSITIONS.labels(*labels, state).inc()
-            metrics.BREAKER_OPEN.labels(*labels).set(1 if state != "closed" else 0)
-            log.warning(f"breaker.{state}", breaker=key)
-
-    async def _park(self, claims: list[Claim], delays_s: list[float], reason: str) -> None:
-        """Give claims back without running them: queued again after their delay, attempt not
-        used up, no attempt recorded (reason says why). Lost writes fall back to the lease expiry."""
-        back, newly_late = await self.store.execution_park_many(
-            [(c.id, c.fence) for c in claims], delays_s, reason,
-            late_grace_s=self.late_grace.total_seconds(), late_reason=late.for_park(reason).value,
-        )  # fmt: skip
-        metrics.LATE.labels(late.for_park(reason).value).inc(newly_late)
-        for claim in claims:
-            metrics.PARKED.labels(claim.task, reason).inc()
-        self.stats.parked += len(back)
-        try:
-            await self.queue.add(back, only_new=False)
-        except UNREACHABLE:  # recorded in Postgres: the fallback claim or the sweeper brings them back
-            log.warning("worker.park_enqueue_failed", count=len(back))
+        started = self._start(await self.admission.admit(claims, now_ms))
+        self.stats.parked = self.parking.parked
+        return len(started)
 
     def _start(self, claims: list[Claim]) -> list[Claim]:
         self.stats.claimed += len(claims)
         for task, count in collections.Counter(claim.task for claim in claims).items():
             metrics.attempts(task).inc(count)  # per batch: each inc takes a lock
         for claim in claims:
-            self._by_task[claim.task] += 1
-            self._slow_running += claim.task in self.config.slow_tasks
             metrics.start_lag(claim.task).observe(max(0.0, (claim.started_at - claim.due_at).total_seconds()))
             running = _Running(claim)
             self.running[claim.id] = running
@@ -405,8 +307,7 @@ class Worker:
             outcome, error, detail = AttemptOutcome.FAILED, describe_error(exc), describe_detail(getattr(exc, "detail", None))
         finally:
             self.running.pop(claim.id, None)
-            self._by_task[claim.task] -= 1
-            self._slow_running -= claim.task in self.config.slow_tasks
+            self.admission.finished(claim)
             metrics.IN_FLIGHT.set(len(self.running))
             self._slot_free.set()
         self._record(claim, outcome, error, detail=detail, permanent=permanent, retry_after_s=retry_after_s)
@@ -420,25 +321,14 @@ class Worker:
         self, claim: Claim, outcome: AttemptOutcome, error: str | None, *, detail: str | None = None,
         permanent: bool = False, retry_after_s: float | None = None,
     ) -> None:  # fmt: skip
-        if outcome is AttemptOutcome.SUCCEEDED:
-            status, delay_s = ExecutionStatus.SUCCEEDED, None
-        elif outcome is AttemptOutcome.CANCELLED:
-            status, delay_s = ExecutionStatus.CANCELLED, None
-        else:
-            delay_s = None if permanent else after_failure(
-                claim.attempt, claim.max_attempts, claim.backoff_base_s, claim.backoff_factor, claim.backoff_max_s, self.rng
-            )  # fmt: skip
-            if delay_s is not None and retry_after_s is not None:
-                # The target said when to come back; capped so a silly header cannot park a job for days.
-                delay_s = max(delay_s, min(retry_after_s, claim.backoff_max_s))
-            if delay_s is None:
-                status = ExecutionStatus.FAILED
-            else:
-                status = ExecutionStatus.QUEUED if delay_s <= self.horizon_s else ExecutionStatus.PENDING
+        policy = RetryPolicy(claim.max_attempts, claim.backoff_base_s, claim.backoff_factor, claim.backoff_max_s)
+        then = after_attempt(outcome, claim.attempt, policy, horizon_s=self.horizon_s, permanent=permanent,
+                             retry_after_s=retry_after_s, rng=self.rng)  # fmt: skip
+        status, delay_s = ExecutionStatus(then.status), then.delay_s
         self._outcomes[claim.id] = Outcome(
             claim.id, claim.fence, claim.task, status, outcome, error, delay_s, detail,
             params=claim.params,
-            breaker_counts=self.breaker_config.enabled and not permanent and outcome is not AttemptOutcome.CANCELLED,
+            breaker_counts=self.gate.config.enabled and not permanent and outcome is not AttemptOutcome.CANCELLED,
             job_id=claim.job_id, guarded=claim.overlap != "allow",
         )  # fmt: skip
         self._outcome_ready.set()
@@ -469,8 +359,8 @@ class Worker:
             metrics.FENCED_OUT.inc(len(outcomes) - len(applied))
             refused = {o.execution_id for o in outcomes} - {a[0] for a in applied}
             log.warning("worker.outcome_fenced_out", execution_ids=sorted(map(str, refused)))
-        if self.breaker_config.enabled:
-            await self._tell_breakers(took_effect)
+        if self.gate.config.enabled:
+            await self.gate.tell(took_effect)
         retries = [Enqueue(i, due_at, t) for i, status, due_at, t in applied if status == ExecutionStatus.QUEUED]
         guarded_jobs = [o.job_id for o in took_effect if o.guarded]
         if guarded_jobs:
@@ -479,11 +369,7 @@ class Worker:
                 retries += await overlap_claims.release(self.store, guarded_jobs)  # type: ignore[arg-type]
             except TRANSIENT_ERRORS as exc:  # the sweeper releases stalled waiting occurrences
                 log.warning("worker.overlap_release_failed", jobs=len(guarded_jobs), error=str(exc))
-        if retries:
-            try:
-                await self.queue.add(retries, only_new=False)
-            except UNREACHABLE:  # recorded in Postgres: the fallback claim or the sweeper brings them back
-                log.warning("worker.retry_enqueue_failed", count=len(retries))
+        await enqueue_committed(self.queue, retries, "worker.retry_enqueue_failed", only_new=False)
         return len(applied)
 
     async def _finish(self, outcomes: list[Outcome]) -> list[tuple[UUID, str, datetime, str]]:
@@ -637,10 +523,11 @@ class Worker:
             return
         try:
             back = await self.store.execution_hand_back_many([(r.claim.id, r.claim.fence) for r in unfinished])
-            await self.queue.add(back, only_new=False)
-            log.info("worker.handed_back", count=len(back))
         except TRANSIENT_ERRORS as exc:
             log.warning("worker.hand_back_failed", count=len(unfinished), error=str(exc))
+            return
+        await enqueue_committed(self.queue, back, "worker.hand_back_enqueue_failed", only_new=False)
+        log.info("worker.handed_back", count=len(back))
 
 
 async def _wait_any(*events: asyncio.Event, timeout_s: float) -> None:

@@ -19,13 +19,13 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from schedulerd.tasks import loader
 from schedulerd.config import Config, DispatcherConfig, JobsConfig, SweeperConfig, WorkerConfig
 from schedulerd.jobs import Jobs, JobSpec
 from schedulerd.log import configure as configure_logging
 from schedulerd.models import Execution, Job
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store, migrate
+from schedulerd.tasks import loader
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 configure_logging("warning", "console")  # keep test output to what the tests print

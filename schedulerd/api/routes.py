@@ -17,7 +17,6 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError as PydanticValidationError
 
-from schedulerd.tasks import registry
 from schedulerd.api import schemas
 from schedulerd.api.errors import ERRORS, ApiError, pydantic_error
 from schedulerd.api.services import Services
@@ -30,6 +29,7 @@ from schedulerd.jobs import labelled_next_runs, validate
 from schedulerd.models import ApiToken, Execution, Job
 from schedulerd.overrun_watch import overruns
 from schedulerd.store import Store
+from schedulerd.tasks import registry
 from schedulerd.tenants import Principal
 
 log = structlog.get_logger("schedulerd.api")

@@ -10,7 +10,7 @@ a lookup that includes one just cannot be narrowed to its partitions.
 
 from __future__ import annotations
 
-import os
+import secrets
 import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
@@ -27,7 +27,7 @@ def execution_id(scheduled_for: datetime) -> uuid.UUID:
     ms = (scheduled_for - _EPOCH) // _ONE_MS
     if not 0 <= ms < 1 << _MS_BITS:
         return uuid.uuid4()  # outside 1970..10889: valid, just not narrowable
-    random_bits = int.from_bytes(os.urandom(10), "big")  # 80 bits, 74 of them used
+    random_bits = int.from_bytes(secrets.token_bytes(10), "big")  # 80 bits, 74 of them used
     value = (
         ms << 80
         | 0x8 << 76  # version 8

@@ -38,20 +38,11 @@ EXPLANATIONS: dict[LateReason, str] = {
     LateReason.TENANT_CAP: "a concurrency cap was full ([worker].task_concurrency), so it was held back",
 }
 
-# The worker's park reasons (execution_park_many) and what they make a late occurrence.
-_PARKED = {"breaker_open": LateReason.BREAKER_OPEN, "task_limit": LateReason.TENANT_CAP, "tenant_cap": LateReason.TENANT_CAP}
-# Execution reasons that explain a non-start on their own (rows written before late_reason existed,
-# or by a writer that sets only `reason`).
+# Execution reasons that explain a non-start on their own, for a row that carries no late reason
+# (written before late_reason existed, or parked while still within its grace). The late reason
+# recorded by Postgres (schedulerd_late_reason) always wins over these.
 _BY_REASON = {"paused": LateReason.PAUSED, "misfire_skip": LateReason.MISFIRE_SKIP, "overlap": LateReason.OVERLAP,
-              **_PARKED}  # fmt: skip
-
-
-def for_park(park_reason: str) -> LateReason:
-    """The late reason of an occurrence parked for `park_reason` ("task_limit" -> tenant_cap)."""
-    try:
-        return _PARKED[park_reason]
-    except KeyError:
-        raise ValueError(f"unknown park reason {park_reason!r}") from None
+              "breaker_open": LateReason.BREAKER_OPEN, "task_limit": LateReason.TENANT_CAP, "tenant_cap": LateReason.TENANT_CAP}  # fmt: skip
 
 
 def for_misfire(scheduler_down: bool, runs_late: bool) -> LateReason:

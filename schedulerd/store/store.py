@@ -34,6 +34,8 @@ REFUSED_ERRORS: tuple[type[BaseException], ...] = (asyncpg.PostgresError,)
 # Every error a Store call may raise: from Postgres, the driver or the network.
 POSTGRES_ERRORS: tuple[type[BaseException], ...] = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
 CopySink = Callable[[bytes], Awaitable[None]]
+# An application's own connection, for enqueueing inside its transaction (Client, Intake).
+Connection = asyncpg.Connection
 
 
 def _minutes(rows: Sequence[Any]) -> tuple[list[MinuteStats], datetime]:
@@ -284,23 +286,37 @@ class Store:
             await self.db.release(connection)
 
     async def execution_claim_many(
-        self, execution_ids: Sequence[str], lease_s: float, worker: str, *, late_after_s: float = 60.0,
-        down_after_s: float = 15.0, timeout_s: float | None = None, adopt: bool = False,
+        self, execution_ids: Sequence[str | UUID], lease_s: float, worker: str, *, late_after_s: float = 60.0,
+        down_after_s: float = 15.0, timeout_s: float | None = None, adopt: bool = False, guarded: bool = False,
     ) -> list[Claim]:  # fmt: skip
         """Claim what is still claimable; a first attempt past late_after_s records its late reason.
-        adopt: also take back rows already running under `worker` (after a claim whose reply was lost)."""
+        adopt: also take back rows already running under `worker` (after a claim whose reply was lost).
+        guarded: under job_lock_overlap, claim guarded jobs' executions too, each recorded as its
+        job's running one (execution_claim_guarded)."""
+        ids = list(execution_ids)
         rows = await self._fetch_bounded(
-            QUERIES["execution_claim_many"], execution_ids, lease_s, worker, *scheduled_for_bounds(execution_ids),
-            late_after_s, down_after_s, adopt, timeout_s=timeout_s,
+            QUERIES["execution_claim_many"], ids, lease_s, worker, *scheduled_for_bounds(ids),
+            late_after_s, down_after_s, adopt, guarded, timeout_s=timeout_s,
         )  # fmt: skip
         return [Claim.from_row(r) for r in rows]
+
+    async def execution_lock_due(self, limit: int) -> list[str]:
+        """Lock up to `limit` due executions nobody holds, oldest first. Inside a transaction."""
+        return [str(r["id"]) for r in await self.db.fetch(QUERIES["execution_lock_due"], limit)]
 
     async def execution_claim_due(
         self, limit: int, lease_s: float, worker: str, *, late_after_s: float = 60.0, down_after_s: float = 15.0
     ) -> tuple[list[Claim], list[str]]:
-        """(claims of allow jobs, ids of due executions of guarded jobs: for execution_claim_guarded)."""
-        rows = await self.db.fetch(QUERIES["execution_claim_due"], limit, lease_s, worker, late_after_s, down_after_s)
-        return [Claim.from_row(r) for r in rows if not r["guarded"]], [str(r["id"]) for r in rows if r["guarded"]]
+        """The fallback while Redis is unreachable: (claims of allow jobs, ids of due executions of
+        guarded jobs: for execution_claim_guarded). One transaction: the rows locked first (SKIP
+        LOCKED) are the ones claimed by id, so whatever the claim leaves is a guarded job's."""
+        async with self.transaction() as tx:
+            due = await tx.execution_lock_due(limit)
+            claims = await tx.execution_claim_many(
+                due, lease_s, worker, late_after_s=late_after_s, down_after_s=down_after_s
+            ) if due else []  # fmt: skip
+        claimed = {str(c.id) for c in claims}
+        return claims, [i for i in due if i not in claimed]
 
     async def execution_heartbeat_many(
         self, held: Sequence[tuple[UUID, int]], lease_s: float, *, timeout_s: float | None = None
@@ -339,17 +355,16 @@ class Store:
         return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows]
 
     async def execution_park_many(
-        self, held: Sequence[tuple[UUID, int]], delays_s: Sequence[float], reason: str, *,
-        late_grace_s: float, late_reason: str,
-    ) -> tuple[list[Enqueue], int]:  # fmt: skip
-        """Hand claimed executions back unrun (attempt not used); returns them for ZADD, and how
-        many first attempts this made late (they now carry `late_reason`)."""
+        self, held: Sequence[tuple[UUID, int]], delays_s: Sequence[float], reason: str, *, late_grace_s: float
+    ) -> tuple[list[Enqueue], list[str]]:
+        """Hand claimed executions back unrun (attempt not used); returns them for ZADD, and the
+        late reason of each first attempt this made late (the one `reason` implies)."""
         ids = [h[0] for h in held]
         rows = await self.db.fetch(
-            QUERIES["execution_park_many"], ids, [h[1] for h in held], list(delays_s), reason,
-            late_grace_s, late_reason, *scheduled_for_bounds(ids),
+            QUERIES["execution_park_many"], ids, [h[1] for h in held], list(delays_s), reason, late_grace_s,
+            *scheduled_for_bounds(ids),
         )  # fmt: skip
-        return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows], sum(r["newly_late"] for r in rows)
+        return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows], [r["newly_late"] for r in rows if r["newly_late"]]
 
     async def execution_reclaim_expired(
         self, limit: int, *, live_holder_grace_s: float = 0.0, down_after_s: float = 15.0
@@ -382,11 +397,10 @@ class Store:
         self, execution_ids: Sequence[UUID], lease_s: float, worker: str, *, late_after_s: float = 60.0,
         down_after_s: float = 15.0,
     ) -> list[Claim]:  # fmt: skip
-        ids = list(execution_ids)
-        rows = await self.db.fetch(
-            QUERIES["execution_claim_guarded"], ids, lease_s, worker, *scheduled_for_bounds(ids), late_after_s, down_after_s
+        """Under job_lock_overlap: the claim (execution_claim_many) of executions an overlap verdict started."""
+        return await self.execution_claim_many(
+            execution_ids, lease_s, worker, late_after_s=late_after_s, down_after_s=down_after_s, guarded=True
         )
-        return [Claim.from_row(r) for r in rows]
 
     async def execution_skip_overlap(self, execution_ids: Sequence[UUID]) -> set[UUID]:
         ids = list(execution_ids)
@@ -425,7 +439,7 @@ class Store:
     async def execution_overview(self) -> dict[str, Any]:
         return dict(await self.db.fetchrow(QUERIES["execution_overview"]))
 
-    # --- tenants, tokens and the API's reads (appended for the HTTP API) ----------------------
+    # --- tenants, tokens and the API's reads ------------------------------------------------
 
     async def tenant_insert(self, name: str) -> bool:
         """False when the name is taken."""
@@ -615,7 +629,7 @@ class Store:
     async def redrive_list(self, execution_id: UUID) -> list[Redrive]:
         return [Redrive.from_row(r) for r in await self.db.fetch(QUERIES["redrive_list"], execution_id)]
 
-    # --- late occurrences and the due forecast (issue 9) --------------------------------------
+    # --- late occurrences and the due forecast -----------------------------------------------
 
     async def execution_late_page(
         self, *, grace_s: float, since: datetime, tenant: str | None = None, job_id: UUID | None = None,

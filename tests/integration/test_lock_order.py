@@ -57,9 +57,8 @@ async def test_replicas_writing_the_same_executions_in_any_order_never_deadlock(
             store.execution_heartbeat_many([(c.id, c.fence) for c in shuffled], 30.0),
             other_replica.execution_heartbeat_many([(c.id, c.fence) for c in backwards], 30.0),
             other_replica.execution_park_many(
-                [(c.id, c.fence) for c in backwards[:half]], [0.0] * half, "task_limit", late_grace_s=60.0,
-                late_reason="tenant_cap",
-            ),  # fmt: skip
+                [(c.id, c.fence) for c in backwards[:half]], [0.0] * half, "task_limit", late_grace_s=60.0
+            ),
             store.execution_finish_many(_retry_now(rng.sample(claims, len(claims)))),
             other_replica.execution_claim_many([str(c.id) for c in backwards], 30.0, "replica-b"),
             return_exceptions=True,

@@ -69,4 +69,4 @@ async def test_task_limit_caps_one_type_and_lets_the_rest_run(make_job, make_wor
     statuses = [(await store.execution_get(e.id)).status for e in long]
     assert statuses.count(ExecutionStatus.RUNNING) == 2
     assert statuses.count(ExecutionStatus.QUEUED) == 4
-    assert worker._by_task["test.long"] == 2
+    assert worker.admission.by_task["test.long"] == 2

@@ -12,8 +12,8 @@ import asyncpg
 
 from schedulerd import health
 from schedulerd.models import AttemptOutcome, ExecutionStatus, Outcome
-from schedulerd.tasks.registry import TaskContext, task
 from schedulerd.sweeper import Sweeper
+from schedulerd.tasks.registry import TaskContext, task
 from tests.integration.conftest import run_until_idle, settle
 
 seen_contexts: list[TaskContext] = []

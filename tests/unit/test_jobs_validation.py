@@ -2,10 +2,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from schedulerd.tasks import loader
 from schedulerd.config import Config
 from schedulerd.errors import ValidationError
 from schedulerd.jobs import JobSpec, validate
+from schedulerd.tasks import loader
 
 NOW = datetime(2026, 11, 29, 12, tzinfo=UTC)
 loader.load_modules([])

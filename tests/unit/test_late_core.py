@@ -8,7 +8,7 @@ import pytest
 
 from schedulerd import config
 from schedulerd.core.late import (
-    EXPLANATIONS, OTHER_TENANTS, LateReason, cap_tenants, for_misfire, for_park, nearest_occurrence, of_execution,
+    EXPLANATIONS, OTHER_TENANTS, LateReason, cap_tenants, for_misfire, nearest_occurrence, of_execution,
     resolve_at, window_label,
 )  # fmt: skip
 from schedulerd.core.schedule import CronSchedule
@@ -20,18 +20,6 @@ def test_every_late_reason_has_an_explanation() -> None:
     assert {r.value for r in LateReason} == {
         "scheduler_down", "backlog", "misfire_skip", "overlap", "paused", "breaker_open", "tenant_cap"
     }  # fmt: skip
-
-
-@pytest.mark.parametrize("park_reason, expected", [
-    ("breaker_open", LateReason.BREAKER_OPEN), ("task_limit", LateReason.TENANT_CAP), ("tenant_cap", LateReason.TENANT_CAP),
-])  # fmt: skip
-def test_park_reasons(park_reason: str, expected: LateReason) -> None:
-    assert for_park(park_reason) is expected
-
-
-def test_an_unknown_park_reason_is_refused() -> None:
-    with pytest.raises(ValueError, match="unknown park reason 'nap'"):
-        for_park("nap")
 
 
 @pytest.mark.parametrize("down, runs_late, expected", [

@@ -6,11 +6,9 @@
 -- job, oldest first, at most $2 (of the jobs in $3 only, when given): input to the misfire policy.
 -- Rows already replayed late or redriven (reason set), manual triggers and backfills (late on
 -- purpose) are excluded. scheduler_down: no replica with the worker role was alive at the
--- scheduled time (none had started, or all had been silent for more than $4 seconds): the
--- replicas table is the fleet's heartbeat record.
+-- scheduled time (schedulerd_late_reason's rule, $4: the replica silence that counts as down).
 SELECT e.id, e.job_id, e.scheduled_for, j.misfire_policy, j.catch_up_limit,
-       NOT EXISTS (SELECT 1 FROM replicas r WHERE 'worker' = ANY(r.roles) AND r.started_at <= e.scheduled_for
-                     AND r.last_seen_at >= e.scheduled_for - make_interval(secs => $4)) AS scheduler_down
+       schedulerd_late_reason(NULL, e.scheduled_for, $4) = 'scheduler_down' AS scheduler_down
 FROM executions e JOIN jobs j ON j.id = e.job_id
 WHERE e.status IN ('pending', 'queued') AND e.attempt = 0 AND e.reason IS NULL AND e.origin = 'scheduled'
   AND e.due_at < clock_timestamp() - make_interval(secs => $1) AND j.schedule_kind = 'cron'

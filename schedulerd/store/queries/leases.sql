@@ -2,17 +2,20 @@
 -- hand back, park, and the sweeper's reclaim of expired leases.
 
 -- name: execution_claim_many
--- Claim a batch of popped ids: only a pending/queued row whose due time has come becomes
+-- The claim, the one statement that starts executions (popped ids, the Redis-down fallback's due
+-- rows, and the overlap verdicts'): only a pending/queued row whose due time has come becomes
 -- running, with attempt+1, fence+1 and a fresh lease ($2 seconds) held by worker $3.
--- Only jobs whose overlap policy is allow: the others go through execution_claim_guarded under
--- their job's lock. Ids not returned were claimed by someone else, finished, not yet due, or
--- belong to a guarded job (the worker passes those on). [$4, $5) bounds their scheduled_for, so
--- only their partitions are visited. A first attempt starting more than $6 s after it was due
--- records why it was late (schedulerd_late_reason, $7: the replica silence that counts as down);
--- marked_late returns the reason recorded now, for the metric. With $8 (adopt), rows already
--- running under worker $3 are taken again, attempt and fence unchanged: a claim whose reply was
--- lost to a broken connection committed nonetheless, and only this worker can know it holds none
--- of them in memory (it never claims an id it holds), so that fence has no other holder.
+-- Without $9 (guarded) only jobs whose overlap policy is allow are claimed: the others go through
+-- the claim under their job's lock (job_lock_overlap), which passes $9 and records each claimed
+-- execution as its job's running one. Ids not returned were claimed by someone else, finished,
+-- not yet due, or belong to a guarded job (the worker passes those on). [$4, $5) bounds their
+-- scheduled_for, so only their partitions are visited. A first attempt starting more than $6 s
+-- after it was due records why it was late (schedulerd_late_at_claim, $7: the replica silence
+-- that counts as down); marked_late returns the reason recorded now, for the metric. With $8
+-- (adopt), rows already running under worker $3 are taken again, attempt and fence unchanged: a
+-- claim whose reply was lost to a broken connection committed nonetheless, and only this worker
+-- can know it holds none of them in memory (it never claims an id it holds), so that fence has no
+-- other holder.
 -- Rows are locked in id order (the `locked` CTE), as by every statement that writes several
 -- executions, so no two such statements can deadlock. The CTE looks rows up by id alone (no join
 -- to jobs): a join let the planner walk the (job_id, scheduled_for) index over a spike's single
@@ -25,45 +28,31 @@ WITH locked AS (
       AND (e.status IN ('pending', 'queued') AND e.due_at <= clock_timestamp()
            OR $8 AND e.status = 'running' AND e.worker = $3)
     ORDER BY e.id FOR NO KEY UPDATE
-)
-UPDATE executions e SET status = 'running', attempt = e.attempt + (e.status <> 'running')::int,
-       fence = e.fence + (e.status <> 'running')::int,
-       lease_until = clock_timestamp() + make_interval(secs => $2), worker = $3,
-       started_at = clock_timestamp(), first_started_at = coalesce(e.first_started_at, clock_timestamp()),
-       late_reason = coalesce(l.marked_late, e.late_reason)
-FROM locked l, jobs j
-WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for AND j.id = e.job_id AND j.overlap = 'allow'
-RETURNING e.id, e.job_id, e.tenant, e.scheduled_for, e.due_at, e.attempt, e.fence, e.started_at,
-          j.task, j.params, j.timeout_s, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s,
-          j.overlap, l.marked_late;
-
--- name: execution_claim_due
--- The fallback while Redis is unreachable: claim up to $1 due executions straight from
--- Postgres, oldest first, like execution_claim_many (lease $2 s, worker $3, late after $4 s,
--- down after $5 s). SKIP LOCKED lets every worker poll at once without waiting on each other (so
--- it can never be part of a deadlock). Due executions of guarded jobs are returned unclaimed
--- (guarded = true, the other columns NULL) for execution_claim_guarded.
-WITH d AS (
-    SELECT id, scheduled_for, job_id,
-           schedulerd_late_at_claim(attempt, late_reason, due_at, reason, scheduled_for, $4, $5) AS marked_late
-    FROM executions
-    WHERE status IN ('pending', 'queued') AND due_at <= clock_timestamp()
-    ORDER BY due_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED
 ), claimed AS (
-    UPDATE executions e SET status = 'running', attempt = e.attempt + 1, fence = e.fence + 1,
+    UPDATE executions e SET status = 'running', attempt = e.attempt + (e.status <> 'running')::int,
+           fence = e.fence + (e.status <> 'running')::int,
            lease_until = clock_timestamp() + make_interval(secs => $2), worker = $3,
            started_at = clock_timestamp(), first_started_at = coalesce(e.first_started_at, clock_timestamp()),
-           late_reason = coalesce(d.marked_late, e.late_reason)
-    FROM d, jobs j
-    WHERE e.id = d.id AND e.scheduled_for = d.scheduled_for AND j.id = e.job_id AND j.overlap = 'allow'
+           late_reason = coalesce(l.marked_late, e.late_reason)
+    FROM locked l, jobs j
+    WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for AND j.id = e.job_id AND (j.overlap = 'allow' OR $9)
     RETURNING e.id, e.job_id, e.tenant, e.scheduled_for, e.due_at, e.attempt, e.fence, e.started_at,
               j.task, j.params, j.timeout_s, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s,
-              j.overlap, d.marked_late
+              j.overlap, l.marked_late
+), held AS (
+    UPDATE jobs j SET overlap_running = c.id, overlap_running_for = c.scheduled_for
+    FROM claimed c WHERE $9 AND j.id = c.job_id
 )
-SELECT claimed.*, false AS guarded FROM claimed
-UNION ALL
-SELECT d.id, d.job_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, j.overlap, NULL, true
-FROM d JOIN jobs j ON j.id = d.job_id WHERE j.overlap <> 'allow';
+SELECT * FROM claimed;
+
+-- name: execution_lock_due
+-- The fallback while Redis is unreachable: lock up to $1 due executions straight from Postgres,
+-- oldest first, for execution_claim_many in the same transaction (the ones it leaves belong to
+-- guarded jobs). SKIP LOCKED lets every worker poll at once without waiting on each other (so it
+-- can never be part of a deadlock).
+SELECT id FROM executions
+WHERE status IN ('pending', 'queued') AND due_at <= clock_timestamp()
+ORDER BY due_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED;
 
 -- name: execution_heartbeat_many
 -- Extend the leases of running executions still held at the given fences; ids not returned
@@ -192,17 +181,18 @@ SELECT id, job_id, tenant, attempt, fence, worker, status, due_at FROM reclaimed
 -- cron occurrence from being judged a misfire. A first attempt's start time is cleared: it never
 -- started (a redriven execution's attempt 1 is not its first: it keeps it).
 -- A first attempt whose new due time is past its grace ($5 s, counted from scheduled_for plus the
--- job's smearing window: repeated parks do not drift) gets late reason $6 if it has none;
--- newly_late says which did, for the metric. [$7, $8) bounds scheduled_for.
+-- job's smearing window: repeated parks do not drift) gets the late reason its park implies
+-- (schedulerd_late_reason: breaker_open, or tenant_cap for task_limit) if it has none; newly_late
+-- returns it where it did, for the metric. [$6, $7) bounds scheduled_for.
 -- Locks in id order (see execution_claim_many).
 WITH locked AS (
     SELECT e.id, e.scheduled_for, p.delay_s,
            CASE WHEN e.late_reason IS NULL AND e.attempt = 1
                  AND clock_timestamp() + make_interval(secs => p.delay_s) > e.scheduled_for + make_interval(secs => j.window_s + $5)
-                THEN $6 END AS newly_late
+                THEN schedulerd_late_reason($4, e.scheduled_for, 0) END AS newly_late
     FROM executions e JOIN unnest($1::uuid[], $2::bigint[], $3::float8[]) AS p(id, fence, delay_s) ON e.id = p.id
          JOIN jobs j ON j.id = e.job_id
-    WHERE e.fence = p.fence AND e.status = 'running' AND e.scheduled_for >= $7 AND e.scheduled_for < $8
+    WHERE e.fence = p.fence AND e.status = 'running' AND e.scheduled_for >= $6 AND e.scheduled_for < $7
     ORDER BY e.id FOR NO KEY UPDATE OF e
 )
 UPDATE executions e SET status = 'queued', attempt = e.attempt - 1, reason = $4,
@@ -211,4 +201,4 @@ UPDATE executions e SET status = 'queued', attempt = e.attempt - 1, reason = $4,
        late_reason = coalesce(e.late_reason, l.newly_late)
 FROM locked l
 WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
-RETURNING e.id, e.due_at, e.tenant, l.newly_late IS NOT NULL AS newly_late;
+RETURNING e.id, e.due_at, e.tenant, l.newly_late;

@@ -38,32 +38,6 @@ WHERE e.id = ANY($1::uuid[]) AND e.scheduled_for >= $3 AND e.scheduled_for < $4
   AND e.status IN ('pending', 'queued') AND e.due_at <= clock_timestamp() AND j.id = ANY($2::uuid[])
 ORDER BY e.job_id, e.scheduled_for, e.id;
 
--- name: execution_claim_guarded
--- Under job_lock_overlap: claim executions an overlap verdict started (as execution_claim_many:
--- lease $2 s, worker $3, late after $6 s, down after $7 s) and record each as its job's running
--- execution. Locks in id order (see execution_claim_many).
-WITH locked AS (
-    SELECT e.id, e.scheduled_for,
-           schedulerd_late_at_claim(e.attempt, e.late_reason, e.due_at, e.reason, e.scheduled_for, $6, $7) AS marked_late
-    FROM executions e
-    WHERE e.id = ANY($1::uuid[]) AND e.scheduled_for >= $4 AND e.scheduled_for < $5
-      AND e.status IN ('pending', 'queued') AND e.due_at <= clock_timestamp()
-    ORDER BY e.id FOR NO KEY UPDATE OF e
-), claimed AS (
-    UPDATE executions e SET status = 'running', attempt = e.attempt + 1, fence = e.fence + 1,
-           lease_until = clock_timestamp() + make_interval(secs => $2), worker = $3,
-           started_at = clock_timestamp(), first_started_at = coalesce(e.first_started_at, clock_timestamp()),
-           late_reason = coalesce(l.marked_late, e.late_reason)
-    FROM locked l, jobs j
-    WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for AND j.id = e.job_id
-    RETURNING e.id, e.job_id, e.tenant, e.scheduled_for, e.due_at, e.attempt, e.fence, e.started_at,
-              j.task, j.params, j.timeout_s, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s,
-              j.overlap, l.marked_late
-), held AS (
-    UPDATE jobs j SET overlap_running = c.id, overlap_running_for = c.scheduled_for FROM claimed c WHERE j.id = c.job_id
-)
-SELECT * FROM claimed;
-
 -- name: execution_skip_overlap
 -- Under job_lock_overlap: mark occurrences an overlap verdict skipped (due meanwhile, or a waiting
 -- one replaced), unless one started meanwhile, with late reason overlap (it never ran).

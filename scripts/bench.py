@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import asyncpg
 import redis.asyncio as aioredis
 
-from schedulerd import bench_ingest
+import bench_ingest  # beside this file: scripts/ is on the path of a script run from it
 from schedulerd.client import Client
 from schedulerd.config import JobsConfig
 from schedulerd.config import load as load_config
