@@ -88,7 +88,9 @@ async def test_sweeper_fails_an_expired_lease_with_attempts_spent(make_job, make
     _, execution = await make_job("sleep", params={"seconds": 30}, max_attempts=1)
     worker = make_worker()
     assert await worker.run_once() == 1
-    await store.db.execute("UPDATE executions SET lease_until = now() - interval '1 second'")
+    # Expired past the grace a live holder gets: worker-a may still be recorded alive (by this
+    # test or an earlier one in the same database), and this is about a lease no one will renew.
+    await store.db.execute("UPDATE executions SET lease_until = now() - interval '1 hour'")
 
     result = await sweeper.run_once()
 
@@ -129,7 +131,7 @@ async def test_with_redis_unreachable_workers_claim_from_postgres_and_leases_sti
         # The worker dies; its leases expire; the sweeper hands them back without Redis.
         for running in list(worker.running.values()):
             running.task.cancel()
-        await store.db.execute("UPDATE executions SET lease_until = now() - interval '1 second'")
+        await store.db.execute("UPDATE executions SET lease_until = now() - interval '1 hour'")  # past any grace
         result = await Sweeper(store, unreachable, config.sweeper).run_once()
         assert result.reclaimed == 3
         await asyncio.sleep(config.jobs.backoff_base_s + 0.05)  # reclaims come back after a jittered delay
