@@ -34,7 +34,7 @@ from schedulerd.tasks import registry
 
 __all__ = ["Client", "SyncClient", "JobRequest", "Enqueued", "EnqueuedExecution", "Refused", "TaskRef", "task"]
 
-BATCH_SIZE = 1000  # items per transaction in enqueue_many
+BATCH_SIZE = 2000  # items per transaction in enqueue_many (measured: 1,000 -> 25,062/s, 2,000 -> 25,961/s, 4,000 -> 26,529/s)
 BATCHES_IN_FLIGHT = 3  # enqueue_many's transactions at once (Postgres writes while the next batches are validated)
 FINAL = frozenset({ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED, ExecutionStatus.SKIPPED, ExecutionStatus.CANCELLED})
 Duration = float | int | timedelta | str  # seconds, a timedelta, or "30s" / "5m" / "1h30m"

@@ -28,7 +28,7 @@ from typing import Any
 
 import asyncpg
 
-from schedulerd.client import Client
+from schedulerd.client import BATCH_SIZE, Client
 from schedulerd.config import load
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store, migrate
@@ -130,7 +130,7 @@ async def _via_http(port: int, token: str, requests: Iterator[bytes], concurrenc
     return latencies
 
 
-async def _via_cli_file(count: int, due_iso: str, env: dict[str, str], batch_size: int) -> list[float]:
+async def _via_cli_file(count: int, due_iso: str, env: dict[str, str]) -> list[float]:
     with tempfile.NamedTemporaryFile("w", suffix=".ndjson", delete=False) as file:
         for i in range(count):
             file.write(json.dumps(_job(i, due_iso)) + "\n")
@@ -173,6 +173,7 @@ async def run_ingest(args: argparse.Namespace, admin_url: str, redis_url: str, r
            "SCHEDULERD_API_RATE_LIMIT": "1000000000"}  # fmt: skip
     env.update({f"SCHEDULERD_{k.upper()}": v for k, v in args.settings})
     concurrency = args.concurrency or DEFAULT_CONCURRENCY[args.via]
+    batch_size = args.batch_size or (BATCH_SIZE if args.via == "client-batch" else 1000)
     admin = await asyncpg.connect(admin_url)
     await admin.execute(f'CREATE DATABASE "{db_name}"')
     replica: subprocess.Popen[bytes] | None = None
@@ -209,19 +210,19 @@ async def run_ingest(args: argparse.Namespace, admin_url: str, redis_url: str, r
                 latencies = await _via_client(client, args.count, due, concurrency)
             elif args.via == "client-batch":
                 assert client is not None
-                latencies = await _via_client_batch(client, args.count, due, args.batch_size)
+                latencies = await _via_client_batch(client, args.count, due, batch_size)
             elif args.via == "http":
                 requests = (post("/v1/jobs", token, json.dumps(_job(i, due_iso)).encode()) for i in range(args.count))
                 latencies = await _via_http(port, token, requests, concurrency, 201)
             elif args.via == "http-batch":
                 def batches() -> Iterator[bytes]:
-                    for first in range(0, args.count, args.batch_size):
-                        items = [_job(i, due_iso) for i in range(first, min(args.count, first + args.batch_size))]
+                    for first in range(0, args.count, batch_size):
+                        items = [_job(i, due_iso) for i in range(first, min(args.count, first + batch_size))]
                         yield post("/v1/jobs/batch", token, json.dumps({"items": items}).encode())
 
                 latencies = await _via_http(port, token, batches(), concurrency, 200)
             else:
-                latencies = await _via_cli_file(args.count, due_iso, env, args.batch_size)
+                latencies = await _via_cli_file(args.count, due_iso, env)
             elapsed_s = time.perf_counter() - started
             committed = await store.db.fetchval("SELECT count(*) FROM executions WHERE status = 'queued'")
             in_redis = await queue.depth()
@@ -234,7 +235,7 @@ async def run_ingest(args: argparse.Namespace, admin_url: str, redis_url: str, r
         await store.close()
         median = statistics.median(r["jobs_per_s"] for r in runs)
         return {"scenario": "ingest", "via": args.via, "count": args.count, "concurrency": concurrency,
-                "batch_size": args.batch_size if "batch" in args.via or args.via == "cli-file" else None,
+                "batch_size": batch_size if "batch" in args.via else None,
                 "jobs_per_s_median": median, "runs": runs, "settings": dict(args.settings)}  # fmt: skip
     finally:
         if client is not None:
@@ -256,6 +257,7 @@ def add_parser(scenarios: Any, common: Any) -> None:
                         "HTTP (single or batch), or the CLI's --from-file")  # fmt: skip
     ingest.add_argument("--count", type=int, required=True, help="jobs per run")
     ingest.add_argument("--concurrency", type=int, help="calls in flight (default: client 100, http 32, http-batch 4)")
-    ingest.add_argument("--batch-size", type=int, default=1000, help="items per batch (client-batch, http-batch, cli-file)")
+    ingest.add_argument("--batch-size", type=int, default=None,
+                        help="items per batch: client-batch (default: enqueue_many's), http-batch (default 1000, the API's batch_max)")
     ingest.add_argument("--repeat", type=int, default=3, help="runs, each on empty tables; the median is reported")
     common(ingest, suppress=True)
