@@ -628,7 +628,7 @@ def _report(r: dict[str, Any]) -> None:
 
 
 def _main_ingest(args: argparse.Namespace) -> int:
-    if args.count < 1 or args.repeat < 1 or args.batch_size < 1 or (args.concurrency is not None and args.concurrency < 1):
+    if args.count < 1 or args.repeat < 1 or any(v is not None and v < 1 for v in (args.batch_size, args.concurrency)):
         print("bench: --count, --repeat, --batch-size and --concurrency must be at least 1", file=sys.stderr)
         return 2
     with scratch_servers(EMBEDDED_DIR) as servers:

@@ -187,14 +187,15 @@ async def run_ingest(args: argparse.Namespace, admin_url: str, redis_url: str, r
         # import no handlers, as in production.
         await store.task_type_report(["noop"], "bench-ingest")
         token = (await Tenants(store).create("bench")).token
-        port = _free_port()
+        port, ops_port = _free_port(), _free_port()
         if args.via.startswith("http"):
             api_env = {**env, "SCHEDULERD_API_ENABLED": "true", "SCHEDULERD_API_PORT": str(port),
+                       "SCHEDULERD_OPS_ENABLED": "true", "SCHEDULERD_OPS_PORT": str(ops_port),
                        "SCHEDULERD_DAEMON_ROLES": "", "SCHEDULERD_DAEMON_WORKER_ID": "bench-api"}  # fmt: skip
             with log_path.open("wb") as log_file:
                 replica = subprocess.Popen([sys.executable, "-m", "schedulerd", "run"], env=api_env, cwd=repo_root,
                                            stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
-            await _wait_http(port, replica)
+            await _wait_http(ops_port, replica)  # /healthz is an operator endpoint: on the [ops] listener
         if args.via.startswith("client"):
             client = await Client.connect(config, pool_max=max(4, min(concurrency, 20)))
         queue = DelayQueue.from_config(redis_url, config.redis, timeout_s=10.0)

@@ -39,3 +39,18 @@ async def test_quick_bench_runs_everything_once(servers: tuple[str, str]) -> Non
         assert [k async for k in client.scan_iter(match=f"*schedulerd-bench-{report['run_id']}*")] == []
     finally:
         await client.aclose()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("via", ["http-batch", "client-batch"])
+async def test_ingest_counts_what_each_door_committed_and_queued(servers: tuple[str, str], via: str) -> None:
+    """The HTTP doors start an API replica and wait for its health on the [ops] listener."""
+    env = {**os.environ, "SCHEDULERD_TEST_DATABASE_URL": servers[0], "SCHEDULERD_TEST_REDIS_URL": servers[1]}
+    result = subprocess.run(
+        ["scripts/bench", "ingest", "--via", via, "--count", "3000", "--repeat", "1"], cwd=REPO_ROOT, env=env,
+        capture_output=True, text=True, timeout=110,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["via"] == via and report["count"] == 3000 and report["jobs_per_s_median"] > 0
+    assert report["batch_size"] == (1000 if via == "http-batch" else 2000)  # each door's own default
