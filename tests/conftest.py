@@ -18,7 +18,6 @@ from pathlib import Path
 
 import asyncpg
 import pytest
-import redis.asyncio as aioredis
 
 from schedulerd.config import Config, DispatcherConfig, JobsConfig, SweeperConfig, WorkerConfig
 from schedulerd.jobs import Jobs, JobSpec
@@ -82,18 +81,8 @@ async def store(database_url: str) -> AsyncIterator[Store]:
 
 
 @pytest.fixture
-async def redis_prefix(redis_url: str) -> AsyncIterator[str]:
-    """A Redis key prefix of the test's own. Afterwards every key under it is deleted, whoever
-    wrote it (a queue, a daemon subprocess, an in-process API server), after they have stopped."""
-    prefix = f"schedulerd-test-{uuid.uuid4().hex[:12]}"
-    yield prefix
-    client = aioredis.from_url(redis_url)
-    try:
-        for pattern in (f"{{{prefix}}}*", f"{{{prefix}:*"):  # one slot, and the per-shard slots
-            async for key in client.scan_iter(match=pattern, count=1000):
-                await client.delete(key)
-    finally:
-        await client.aclose()
+def redis_prefix() -> str:
+    return f"schedulerd-test-{uuid.uuid4().hex[:12]}"
 
 
 @pytest.fixture
