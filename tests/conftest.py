@@ -7,6 +7,7 @@ servers on 127.0.0.1:5432 and :6379 when they answer; else the embedded ones.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -51,19 +52,26 @@ def _with_database(url: str, name: str) -> str:
     return f"{base}/{name}"
 
 
-@pytest.fixture(scope="session")
-async def database_url(servers: tuple[str, str]) -> AsyncIterator[str]:
-    """A fresh database for this test run, migrated; dropped at the end."""
-    name = f"schedulerd_test_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(servers[0])
+@contextlib.asynccontextmanager
+async def fresh_database(admin_url: str, kind: str) -> AsyncIterator[str]:
+    """A new database on admin_url's server, migrated; dropped on leaving."""
+    name = f"schedulerd_{kind}_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(admin_url)
     await admin.execute(f'CREATE DATABASE "{name}"')
-    url = _with_database(servers[0], name)
+    url = _with_database(admin_url, name)
     try:
         await migrate(url)
         yield url
     finally:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.close()
+
+
+@pytest.fixture(scope="session")
+async def database_url(servers: tuple[str, str]) -> AsyncIterator[str]:
+    """A fresh database for this test run, migrated; dropped at the end."""
+    async with fresh_database(servers[0], "test") as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

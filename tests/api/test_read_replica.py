@@ -14,24 +14,17 @@ import pytest
 
 from schedulerd.jobs import Jobs, JobSpec
 from schedulerd.queue import DelayQueue
-from schedulerd.store import Store, migrate
+from schedulerd.store import Store
 from schedulerd.tenants import Tenants
+from tests.conftest import fresh_database
 
 READER_APP = "schedulerd-read-replica-test"
 
 
 @pytest.fixture
 async def replica_url(servers: tuple[str, str]) -> AsyncIterator[str]:
-    name = f"schedulerd_replica_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(servers[0])
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    url = f"{servers[0].rpartition('/')[0]}/{name}"
-    try:
-        await migrate(url)
+    async with fresh_database(servers[0], "replica") as url:
         yield url
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
 
 
 async def test_reads_go_to_the_replica_and_lookups_fall_back_to_the_primary(
