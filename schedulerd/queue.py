@@ -145,13 +145,19 @@ class Pop:
     breakers: dict[str, str] = field(default_factory=dict)  # breaker key -> state (core/breaker.parse); empty when all is well
     tenants: list[str] = field(default_factory=list)  # the tenant of each popped id
 
+    @property
+    def at(self) -> datetime:
+        """now_ms as an aware UTC instant, exactly: the claim judges the popped ids due at it."""
+        return _EPOCH + timedelta(milliseconds=self.now_ms)
+
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def score_ms(due_at: datetime) -> int:
     """Due time in whole ms, rounded UP: the pop compares with Redis TIME rounded down, so a
-    member is never popped before its due time (the claim would refuse it and drop it)."""
+    member is never popped before its due time, and the claim, judging at the pop's instant,
+    finds every popped row due."""
     return -(-((due_at - _EPOCH) // timedelta(microseconds=1)) // 1000)
 
 
