@@ -143,3 +143,22 @@ async def test_with_redis_unreachable_workers_claim_from_postgres_and_leases_sti
         successor._threads.shutdown(wait=False)
     finally:
         await unreachable.close()
+
+
+async def test_sweeper_repairs_an_entry_whose_tenant_is_missing_from_the_index(make_job, store, queue, sweeper) -> None:
+    """A queued, overdue execution whose entry is in its tenant's queue while the tenant is not in
+    the shard's tenants set is served by no pop: the sweeper re-indexes it."""
+    from schedulerd.queue import score_ms
+
+    _, execution = await make_job("noop")
+    await sweeper.run_once()  # the first sweep reconciles everything: the check comes after it
+    await store.db.execute("UPDATE executions SET due_at = due_at - interval '10 seconds' WHERE id = $1", execution.id)
+    await queue.client.zadd(queue.queue_key(execution.tenant, execution.id),
+                            {str(execution.id): score_ms(execution.due_at) - 10_000})  # fmt: skip
+    await queue.client.zrem(queue.tenants_key, execution.tenant)
+    assert (await queue.pop_due(10)).execution_ids == []
+
+    result = await sweeper.run_once()
+
+    assert result.re_enqueued == 1
+    assert (await queue.pop_due(10)).execution_ids == [str(execution.id)]
