@@ -436,8 +436,11 @@ class Store:
     async def job_overlap_stalled(self, limit: int) -> list[UUID]:
         return [r["id"] for r in await self.db.fetch(QUERIES["job_overlap_stalled"], limit)]
 
-    async def execution_queued_overdue(self, grace_s: float, limit: int) -> list[Enqueue]:
-        rows = await self.db.fetch(QUERIES["execution_queued_overdue"], grace_s, limit)
+    async def execution_queued_overdue(
+        self, grace_s: float, limit: int, after: tuple[datetime, UUID] = (datetime(1970, 1, 1, tzinfo=UTC), UUID(int=0))
+    ) -> list[Enqueue]:
+        """Queued executions overdue by more than grace_s, in (due_at, id) order after `after`."""
+        rows = await self.db.fetch(QUERIES["execution_queued_overdue"], grace_s, limit, after[0], after[1])
         return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows]
 
     async def execution_queued_early(self, execution_ids: Sequence[str | UUID], due_by: datetime) -> list[Enqueue]:

@@ -162,3 +162,31 @@ async def test_sweeper_repairs_an_entry_whose_tenant_is_missing_from_the_index(m
 
     assert result.re_enqueued == 1
     assert (await queue.pop_due(10)).execution_ids == [str(execution.id)]
+
+
+async def test_overdue_repair_walks_past_a_backlog_larger_than_a_page(store, queue, config) -> None:
+    """Entries lost behind a backlog of overdue queued executions (all in Redis, waiting for
+    workers) are re-added within a few sweeps, not once the backlog has drained."""
+    from dataclasses import replace
+
+    from schedulerd.dispatcher import Dispatcher
+    from schedulerd.sweeper import REPAIR_PAGES, Sweeper
+    from tests.fault.conftest import insert_workload
+
+    page = 20
+    backlog = 3 * REPAIR_PAGES * page + 7  # more than three sweeps' worth of pages
+    ids, _ = await insert_workload(store, backlog, start_in_s=-60.0, spread_s=30.0)
+    await Dispatcher(store, queue, config.dispatcher).run_once()
+    sweeper = Sweeper(store, queue, replace(config.sweeper, batch_size=page))
+    await sweeper.run_once()  # the first sweep reconciles everything: the losses come after it
+    lost = ids[-3:]  # the newest overdue: behind every page of the backlog
+    for execution_id in lost:
+        await queue.client.zrem(queue.queue_key("fault", execution_id), str(execution_id))
+    assert await queue.missing([str(i) for i in lost], ["fault"] * 3) == [str(i) for i in lost]
+
+    repaired = [(await sweeper.run_once()).re_enqueued for _ in range(4)]
+
+    # 13 pages: the reconciling sweep checked pages 1-4, these check 5-8, 9-12, then 13 (the
+    # lost ones) and back to the oldest: bounded work per sweep, and the walk reaches the end.
+    assert repaired == [0, 0, 3, 0], repaired
+    assert await queue.missing([str(i) for i in lost], ["fault"] * 3) == []
