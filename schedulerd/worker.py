@@ -187,8 +187,9 @@ class Worker:
                     self.store, missed, self.config.lease_s, self.worker_id, due_by=pop.at, **self._claim_terms
                 )
                 claims, settled = claims + judged.claims, judged.settled
-                started = {str(c.id) for c in judged.claims}
-                settled += await self._give_back_early(pop, [i for i in missed if i not in started])
+                if len(judged.claims) + judged.settled < len(missed):  # some are not explained yet
+                    started = {str(c.id) for c in judged.claims}
+                    settled += await self._give_back_early(pop, [i for i in missed if i not in started])
             except TRANSIENT_ERRORS as exc:  # run what was claimed; the rest go back to the queue
                 log.warning("worker.guarded_claim_failed", count=len(missed), error=str(exc))
                 await self._give_back(pop, missed)
