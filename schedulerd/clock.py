@@ -1,7 +1,9 @@
 """The host's clock, injectable: what a replica believes the time is.
 
-schedulerd judges due times and leases by the servers' clocks (Redis TIME in the pop script,
-Postgres clock_timestamp() in every claim, heartbeat and reclaim), never by this one. The host
+schedulerd judges due times and leases by the servers' clocks, never by this one: a popped id's
+due-ness by Redis TIME end to end (the pop script, then the claim at the pop's instant), the
+Redis-down fallback's by Postgres's, and leases by Postgres clock_timestamp() (every claim,
+heartbeat and reclaim). The host
 clock is read only where no server is at hand: validating a job's timestamps before connecting,
 and reporting how far this host drifts from Postgres. Tests skew it with
 SCHEDULERD_CLOCK_OFFSET_S (seconds, may be negative) to prove that a replica with a wrong clock

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from uuid import UUID
 
 import structlog
@@ -30,17 +31,18 @@ class Judged:
 
 async def claim_guarded(
     store: Store, execution_ids: Sequence[str | UUID], lease_s: float, worker: str, *, late_after_s: float = 60.0,
-    down_after_s: float = 15.0,
+    down_after_s: float = 15.0, due_by: datetime | None = None,
 ) -> Judged:  # fmt: skip
     """Judge the due executions of guarded jobs among `execution_ids` and claim those that start.
-    Ids of allow jobs, or not due, or no longer unstarted, are left alone."""
+    Ids of allow jobs, or not due, or no longer unstarted, are left alone. due_by: the instant
+    due-ness is judged at (the pop's, for popped ids); None: Postgres's clock."""
     if not execution_ids or not await store.job_guarded_of(execution_ids):
         return Judged()
     async with store.transaction() as tx:
         locked = await tx.job_lock_overlap(execution_ids)
         if not locked:
             return Judged()
-        rows = await tx.execution_overlap_state(execution_ids, locked)
+        rows = await tx.execution_overlap_state(execution_ids, locked, due_by)
         by_job: dict[UUID, list] = {}
         for row in rows:
             by_job.setdefault(row["job_id"], []).append(row)
@@ -67,7 +69,9 @@ async def claim_guarded(
         if cancel:
             await tx.execution_request_cancel(cancel)
         claims = (
-            await tx.execution_claim_guarded(start, lease_s, worker, late_after_s=late_after_s, down_after_s=down_after_s)
+            await tx.execution_claim_guarded(
+                start, lease_s, worker, late_after_s=late_after_s, down_after_s=down_after_s, due_by=due_by
+            )
             if start else []
         )  # fmt: skip
     if skipped:

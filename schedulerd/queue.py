@@ -12,6 +12,7 @@ Which shard to pop, and in what order, is decided here: callers see one queue.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import time
 import uuid
@@ -54,6 +55,15 @@ def load_script(name: str) -> str:
     if len(matches) != 1:
         raise FileNotFoundError(f"Lua script {name}-N.lua not found in {_lua_dir()}")
     return matches[0].read_text()
+
+
+class _Script:
+    """A Lua script sent by EVALSHA; its SHA1 is computed here, so the first call needs no SCRIPT
+    LOAD round trip (a server that does not know it answers NOSCRIPT and is sent it then)."""
+
+    def __init__(self, name: str) -> None:
+        self.source = load_script(name)
+        self.sha = hashlib.sha1(self.source.encode()).hexdigest()
 
 
 def connect_redis(url: str, timeout_s: float = 1.0, *, cluster: bool = False) -> Client:
@@ -145,13 +155,19 @@ class Pop:
     breakers: dict[str, str] = field(default_factory=dict)  # breaker key -> state (core/breaker.parse); empty when all is well
     tenants: list[str] = field(default_factory=list)  # the tenant of each popped id
 
+    @property
+    def at(self) -> datetime:
+        """now_ms as an aware UTC instant, exactly: the claim judges the popped ids due at it."""
+        return _EPOCH + timedelta(milliseconds=self.now_ms)
+
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def score_ms(due_at: datetime) -> int:
     """Due time in whole ms, rounded UP: the pop compares with Redis TIME rounded down, so a
-    member is never popped before its due time (the claim would refuse it and drop it)."""
+    member is never popped before its due time, and the claim, judging at the pop's instant,
+    finds every popped row due."""
     return -(-((due_at - _EPOCH) // timedelta(microseconds=1)) // 1000)
 
 
@@ -169,6 +185,8 @@ class DelayQueue:
         # Shard counts in use ({prefix}: field = count, value = ms last seen by a sweeper): entries
         # in a layout no replica uses any more are moved to their new shard (drain_retired).
         self.layouts_key = f"{{{prefix}}}:layouts"
+        self._add_script = _Script("add_entries")
+        self._remove_moved_script = _Script("remove_moved")
         self._pop_source = load_script("pop_due")
         self._pop_sha = ""
         self._breakers: dict[str, str] = {}
@@ -216,27 +234,50 @@ class DelayQueue:
     # --- add -------------------------------------------------------------------------------------
 
     async def add(self, entries: Iterable[Enqueue], *, only_new: bool) -> None:
-        """ZADD into each tenant's queue of each entry's shard, in chunks. only_new (NX) keeps an
-        existing score; otherwise the score is replaced (a retry moves its execution to the new
-        due time). The tenant's score in its shard's tenants set only moves earlier (LT): it may
-        be early, never late, and the pop fixes it. The queue is written before the tenants set,
-        so a pop in between finds the entry anyway."""
+        """Add to each tenant's queue of each entry's shard, in chunks, one pipeline (one round
+        trip). only_new (NX) keeps an existing score; otherwise the score is replaced (a retry
+        moves its execution to the new due time). Each chunk is one add_entries-2.lua call, which
+        indexes the tenant in its shard's tenants set in the same step (its score only moves
+        earlier: it may be early, never late, and the pop fixes it), so no failure between two
+        writes can leave an entry that no pop serves."""
         count = len(self.shards)
         by_key: dict[tuple[int, str], dict[str, int]] = {}
         for entry in entries:
             member = str(entry.execution_id)
             shard = 0 if count == 1 else zlib.crc32(member.encode()) % count
             by_key.setdefault((shard, entry.tenant), {})[member] = score_ms(entry.due_at)
-        if not by_key:
-            return
-        async with self.client.pipeline(transaction=False) as pipe:
-            for (shard, tenant), scores in by_key.items():
-                keys = self.shards[shard]
-                items = list(scores.items())
-                for i in range(0, len(items), 5000):
-                    pipe.zadd(keys.queue_key_prefix + tenant, dict(items[i : i + 5000]), nx=only_new)
-                pipe.zadd(keys.tenants_key, {tenant: min(scores.values())}, lt=True)
-            await pipe.execute()
+        await self._add_keyed(by_key, nx=only_new)
+
+    async def _add_keyed(self, by_key: dict[tuple[int, str], dict[str, int]], *, nx: bool) -> None:
+        """add_entries-2.lua for each (shard, tenant) -> {member: score ms}, 5,000 members a call."""
+        calls: list[tuple[list[str], list[Any]]] = []
+        for (shard, tenant), scores in by_key.items():
+            keys = [self.shards[shard].tenants_key, self.shards[shard].queue_key_prefix + tenant]
+            items = list(scores.items())
+            for i in range(0, len(items), 5000):
+                pairs = [v for member, score in items[i : i + 5000] for v in (score, member)]
+                calls.append((keys, [tenant, "nx" if nx else "set", *pairs]))
+        if calls:
+            await self._eval_many(self._add_script, calls)
+
+    async def _eval_many(self, script: _Script, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
+        """One pipelined EVALSHA per (keys, args); a server that does not know the script (a
+        restart, a promoted replica) is sent it and the pipeline again (each script is
+        idempotent). Raises the first error otherwise."""
+        for attempt in range(2):
+            async with self.client.pipeline(transaction=False) as pipe:
+                for keys, args in calls:
+                    # execute_command: redis-py refuses pipe.evalsha on a cluster, not the command itself.
+                    pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+                answers = await pipe.execute(raise_on_error=False)
+            failed = [a for a in answers if isinstance(a, Exception)]
+            if not failed:
+                return answers
+            if attempt == 0 and all(isinstance(a, NoScriptError) for a in failed):
+                await self.client.script_load(script.source)
+                continue
+            raise failed[0]
+        raise AssertionError("unreachable")
 
     async def add_shared(self, entries: list[Enqueue]) -> None:
         """add(only_new=True), sharing one pipeline with the other add_shared calls made in the
@@ -382,8 +423,12 @@ class DelayQueue:
         return list(seen)
 
     async def missing(self, execution_ids: Sequence[str], tenants: Sequence[str] | None = None) -> list[str]:
-        """Which of these ids have no entry in their tenant's queue of their shard (`tenants`: one
-        per id). Without tenants every tenant's queue of their shard is looked in (tests, tools)."""
+        """Which of these ids no pop would serve: no entry in their tenant's queue of their shard
+        (`tenants`: one per id), or an entry whose tenant is missing from that shard's tenants
+        set, or indexed there later than the entry and still in the future (more than a second
+        past this host's estimate of Redis's clock). One pipelined round trip. Re-adding them
+        (add) repairs both. Without tenants every tenant's queue of their shard is looked in
+        (tests, tools)."""
         if not execution_ids:
             return []
         ids = list(execution_ids)
@@ -392,14 +437,30 @@ class DelayQueue:
             wanted = [(i, t) for i in ids for t in by_shard_tenants[shard_of(i, len(self.shards))]]
         else:
             wanted = list(zip(ids, tenants, strict=True))
-        by_key: dict[str, list[str]] = {}
+        by_key: dict[tuple[int, str], list[str]] = {}
         for execution_id, tenant in wanted:
-            by_key.setdefault(self.queue_key(tenant, execution_id), []).append(execution_id)
+            by_key.setdefault((shard_of(execution_id, len(self.shards)), tenant), []).append(execution_id)
+        indexed: dict[int, list[str]] = {}
+        for shard, tenant in by_key:
+            indexed.setdefault(shard, []).append(tenant)
         async with self.client.pipeline(transaction=False) as pipe:
-            for key, members in by_key.items():
-                pipe.zmscore(key, members)
+            for (shard, tenant), members in by_key.items():
+                pipe.zmscore(self.shards[shard].queue_key_prefix + tenant, members)
+            for shard, names in indexed.items():
+                pipe.zmscore(self.shards[shard].tenants_key, names)
             answers = await pipe.execute() if by_key else []
-        found = {m for members, scores in zip(by_key.values(), answers) for m, score in zip(members, scores) if score is not None}
+        tenant_scores = {
+            (shard, tenant): score
+            for (shard, names), scores in zip(indexed.items(), answers[len(by_key) :])
+            for tenant, score in zip(names, scores)
+        }  # fmt: skip
+        future_ms = time.time() * 1000 + self._redis_offset_ms + 1000
+        found: set[str] = set()
+        for key, members, scores in zip(by_key, by_key.values(), answers):
+            indexed_at = tenant_scores[key]
+            for member, score in zip(members, scores):
+                if score is not None and indexed_at is not None and (indexed_at <= score or indexed_at <= future_ms):
+                    found.add(member)
         return [i for i in ids if i not in found]
 
     async def ensure_epoch(self) -> str:
@@ -461,32 +522,40 @@ class DelayQueue:
         return moved
 
     async def _drain_shard(self, shard: _Shard) -> tuple[int, int]:
-        """(entries moved out of this retired shard, entries still there)."""
+        """(entries moved out of this retired shard, entries still there).
+
+        Per tenant: read a chunk, add it to the new homes, then remove what was read only where
+        its score is unchanged, and drop the tenant from the shard's index only once its queue is
+        empty, both in one script (remove_moved-2.lua). Nothing is removed before it is copied,
+        so a failure anywhere leaves entries in place, not lost; an entry popped meanwhile by an
+        old replica is added back only as a harmless duplicate; one an old replica moved meanwhile
+        stays, and the next chunk copies its new score over the one written from the old."""
         moved = 0
         for tenant in await self.client.zrange(shard.tenants_key, 0, -1):
             key = shard.queue_key_prefix + tenant
+            changed: set[str] = set()
             while True:
-                # Read a chunk, add it to the new homes, then remove exactly what was read: an entry
-                # popped meanwhile by an old replica is added back only as a harmless duplicate.
                 chunk = await self.client.zrange(key, 0, 4999, withscores=True)
+                if chunk:
+                    await self._add_scored([(member, tenant, int(score)) for member, score in chunk], replace=changed)
+                pairs = [v for member, score in chunk for v in (member, int(score))]
+                ((removed, still),) = await self._eval_many(
+                    self._remove_moved_script, [([shard.tenants_key, key], [tenant, *pairs])]
+                )
+                moved += int(removed)
+                changed = set(still)
                 if not chunk:
                     break
-                await self._add_scored([(member, tenant, int(score)) for member, score in chunk])
-                await self.client.zrem(key, *[member for member, _ in chunk])
-                moved += len(chunk)
-            await self.client.zrem(shard.tenants_key, tenant)
         return moved, await self.client.zcard(shard.tenants_key)
 
-    async def _add_scored(self, entries: list[tuple[str, str, int]]) -> None:
-        """ZADD NX (member, tenant, score ms) into their shards: the entry already there keeps its score."""
-        by_key: dict[tuple[int, str], dict[str, int]] = {}
+    async def _add_scored(self, entries: list[tuple[str, str, int]], *, replace: set[str]) -> None:
+        """Add (member, tenant, score ms) into their shards: an entry already there keeps its score
+        (NX), but for members in `replace` (moved in the old shard since the last copy)."""
+        by_key: dict[bool, dict[tuple[int, str], dict[str, int]]] = {True: {}, False: {}}
         for member, tenant, score in entries:
-            by_key.setdefault((shard_of(member, len(self.shards)), tenant), {})[member] = score
-        async with self.client.pipeline(transaction=False) as pipe:
-            for (shard, tenant), scores in by_key.items():
-                pipe.zadd(self.shards[shard].queue_key_prefix + tenant, scores, nx=True)
-                pipe.zadd(self.shards[shard].tenants_key, {tenant: min(scores.values())}, lt=True)
-            await pipe.execute()
+            by_key[member in replace].setdefault((shard_of(member, len(self.shards)), tenant), {})[member] = score
+        await self._add_keyed(by_key[False], nx=True)
+        await self._add_keyed(by_key[True], nx=False)
 
     async def delete_all(self) -> None:
         """Every key of this prefix's queues, whatever shard count wrote them (tests and tools)."""

@@ -24,6 +24,10 @@ from schedulerd.store import Store
 log = structlog.get_logger("schedulerd.sweeper")
 
 _BEFORE_ALL = (datetime(1970, 1, 1, tzinfo=UTC), UUID(int=0))
+# Pages of overdue queued rows (batch_size each) the repair checks per sweep: bounded work, with a
+# cursor carried to the next sweep, so an entry lost behind a backlog of any size is found within
+# backlog / (REPAIR_PAGES * batch_size) sweeps rather than when the backlog has drained.
+REPAIR_PAGES = 4
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ class Sweeper:
         self.config = config
         self.down_after_s = down_after_s  # a replica silent this long is not alive ([late].down_after_s)
         self._epoch: str | None = None
+        self._overdue_after = _BEFORE_ALL  # where the overdue repair's walk resumes: (due_at, id)
         self._reconcile_requested = asyncio.Event()
 
     def request_reconcile(self) -> None:
@@ -105,12 +110,25 @@ class Sweeper:
         moved = await self.queue.drain_retired()
         if moved:
             log.info("sweeper.shards_drained", moved=moved, shards=self.queue.shard_count)
-        overdue = await self.store.execution_queued_overdue(self.config.grace_s, self.config.batch_size)
-        by_id = {str(e.execution_id): e for e in overdue}
-        missing = await self.queue.missing(list(by_id), [e.tenant for e in by_id.values()])
-        if missing:
-            await self.queue.add([by_id[i] for i in missing], only_new=True)
-        return reconciled, len(missing)
+        return reconciled, await self._repair_overdue()
+
+    async def _repair_overdue(self) -> int:
+        """Re-add queued executions overdue by grace_s that no pop would serve (no entry, or their
+        tenant missing from its shard's index). Walks REPAIR_PAGES pages from where the last sweep
+        stopped, and back to the oldest once it reaches the end. Returns how many were re-added."""
+        repaired = 0
+        for _ in range(REPAIR_PAGES):
+            page = await self.store.execution_queued_overdue(self.config.grace_s, self.config.batch_size, self._overdue_after)
+            by_id = {str(e.execution_id): e for e in page}
+            missing = await self.queue.missing(list(by_id), [e.tenant for e in by_id.values()])
+            if missing:
+                await self.queue.add([by_id[i] for i in missing], only_new=True)
+            repaired += len(missing)
+            if len(page) < self.config.batch_size:
+                self._overdue_after = _BEFORE_ALL
+                break
+            self._overdue_after = (page[-1].due_at, page[-1].execution_id)
+        return repaired
 
     async def reconcile_all(self) -> int:
         """ZADD NX every queued execution, earliest first."""

@@ -20,7 +20,7 @@ import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -170,7 +170,7 @@ class Worker:
         if not popped:
             return 0
         try:
-            claims = await self._claim(popped)
+            claims = await self._claim(popped, pop.at)
         except BaseException:
             # The ids left Redis but nobody owns them: put them back rather than wait for the sweeper.
             await self._give_back(pop, popped)
@@ -178,14 +178,18 @@ class Worker:
         settled = 0
         if len(claims) < len(popped):
             # Rare but for guarded jobs (overlap policy other than allow), which that statement
-            # leaves to the claim under their job's lock; other misses are someone else's claims.
+            # leaves to the claim under their job's lock; other misses are someone else's claims,
+            # or entries whose score was earlier than their row's due time.
             claimed = {str(c.id) for c in claims}
             missed = [i for i in popped if i not in claimed]
             try:
                 judged = await overlap_claims.claim_guarded(
-                    self.store, missed, self.config.lease_s, self.worker_id, **self._claim_terms
+                    self.store, missed, self.config.lease_s, self.worker_id, due_by=pop.at, **self._claim_terms
                 )
                 claims, settled = claims + judged.claims, judged.settled
+                if len(judged.claims) + judged.settled < len(missed):  # some are not explained yet
+                    started = {str(c.id) for c in judged.claims}
+                    settled += await self._give_back_early(pop, [i for i in missed if i not in started])
             except TRANSIENT_ERRORS as exc:  # run what was claimed; the rest go back to the queue
                 log.warning("worker.guarded_claim_failed", count=len(missed), error=str(exc))
                 await self._give_back(pop, missed)
@@ -194,8 +198,10 @@ class Worker:
         faults.hit("after_claim")  # fault suite only: claimed rows whose handlers never start
         return await self._admit(claims)
 
-    async def _claim(self, execution_ids: list[str]) -> list[Claim]:
-        """The batched claim. When it fails on the way (connection broken or timed out), it may
+    async def _claim(self, execution_ids: list[str], due_by: datetime) -> list[Claim]:
+        """The batched claim, judging due-ness at due_by: the instant of the pop that returned
+        these ids (Redis TIME), so a Redis clock a few ms ahead of Postgres's never makes a popped
+        id look early. When it fails on the way (connection broken or timed out), it may
         have committed with its reply lost: claim again within a fraction of a second on a fresh
         connection, adopting rows already running under this worker's id (attempt and fence as the
         lost claim set them), so they run now instead of waiting for the sweeper to charge an
@@ -204,7 +210,7 @@ class Worker:
             try:
                 return await self.store.execution_claim_many(
                     execution_ids, self.config.lease_s, self.worker_id, timeout_s=self.write_timeout_s,
-                    adopt=tries > 1, **self._claim_terms,
+                    adopt=tries > 1, due_by=due_by, **self._claim_terms,
                 )  # fmt: skip
             except RETRYABLE_ERRORS as exc:
                 if tries >= CLAIM_TRIES:
@@ -215,9 +221,18 @@ class Worker:
 
     async def _give_back(self, pop: Pop, execution_ids: list[str]) -> None:
         """Put popped ids nobody claimed back in Redis (due at the pop's instant), best effort."""
-        now = datetime.fromtimestamp(pop.now_ms / 1000, UTC)
         tenants = dict(zip(pop.execution_ids, pop.tenants))
-        await enqueue_committed(self.queue, [Enqueue(UUID(i), now, tenants[i]) for i in execution_ids], "worker.give_back_failed")
+        await enqueue_committed(self.queue, [Enqueue(UUID(i), pop.at, tenants[i]) for i in execution_ids], "worker.give_back_failed")
+
+    async def _give_back_early(self, pop: Pop, execution_ids: list[str]) -> int:
+        """Popped ids still queued but not due at the pop's instant (an entry whose score was
+        earlier than its row's due time): put each back at its due time rather than drop it.
+        Returns how many (only ids the claims left come here, so it costs nothing per batch)."""
+        early = await self.store.execution_queued_early(execution_ids, pop.at) if execution_ids else []
+        if early:
+            log.info("worker.popped_early", count=len(early))
+            await enqueue_committed(self.queue, early, "worker.give_back_failed", only_new=False)
+        return len(early)
 
     async def _claim_due(self, limit: int) -> list[Claim]:
         """The fallback while Redis is unreachable: claim due rows straight from Postgres."""

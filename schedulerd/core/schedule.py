@@ -239,8 +239,9 @@ def _parse_field(
         elif "-" in base:
             a, _, b = base.partition("-")
             start, end = value(a, part), value(b, part)
-            if index == 4 and end == 0 and b.upper() == "SUN":
-                end = 7  # MON-SUN: Sunday closes the week (Quartz, croner)
+            if index == 4 and end == 0 and start > 0 and b.upper() == "SUN":
+                # MON-SUN: Sunday closes the week (Quartz, croner). SUN-SUN stays Sunday alone.
+                end = 7
             if start > end:
                 raise fail(f"range {base!r} runs backwards")
         elif slash and _QUARTZ_CHARS.search(base):
@@ -564,8 +565,9 @@ class CronSchedule:
     (the weekday nearest the 15th, never in another month: ``1W`` on a Saturday is Monday the
     3rd; ``31W`` in a 30-day month does not run). Day-of-week: ``FRI#2`` / ``5#2`` (second
     Friday; no run in a month without one), ``FRIL`` / ``5L`` (last Friday). ``?`` is ``*`` in
-    either day field; a range ending on ``SUN`` reads it as 7 (``MON-SUN``). Weekdays count
-    0 or 7 = Sunday as in cron, not Quartz's 1 = Sunday.
+    either day field; a range from a later day ending on ``SUN`` reads it as 7 (``MON-SUN``;
+    ``SUN-SUN`` is Sunday alone). Weekdays count 0 or 7 = Sunday as in cron, not Quartz's
+    1 = Sunday.
 
     ``@every 5m`` / ``@every 1h30m``: every interval of elapsed time from ``anchor`` (the job's
     creation, to the second), first run one interval after it. DST never moves an interval: the

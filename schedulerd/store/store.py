@@ -288,15 +288,17 @@ class Store:
     async def execution_claim_many(
         self, execution_ids: Sequence[str | UUID], lease_s: float, worker: str, *, late_after_s: float = 60.0,
         down_after_s: float = 15.0, timeout_s: float | None = None, adopt: bool = False, guarded: bool = False,
+        due_by: datetime | None = None,
     ) -> list[Claim]:  # fmt: skip
         """Claim what is still claimable; a first attempt past late_after_s records its late reason.
         adopt: also take back rows already running under `worker` (after a claim whose reply was lost).
         guarded: under job_lock_overlap, claim guarded jobs' executions too, each recorded as its
-        job's running one (execution_claim_guarded)."""
+        job's running one (execution_claim_guarded). due_by: the instant due-ness is judged at
+        (the pop's, Redis TIME); None: Postgres's clock."""
         ids = list(execution_ids)
         rows = await self._fetch_bounded(
             QUERIES["execution_claim_many"], ids, lease_s, worker, *scheduled_for_bounds(ids),
-            late_after_s, down_after_s, adopt, guarded, timeout_s=timeout_s,
+            late_after_s, down_after_s, adopt, guarded, due_by, timeout_s=timeout_s,
         )  # fmt: skip
         return [Claim.from_row(r) for r in rows]
 
@@ -387,20 +389,26 @@ class Store:
     async def job_lock_many(self, job_ids: Sequence[UUID]) -> list[UUID]:
         return [r["id"] for r in await self.db.fetch(QUERIES["job_lock_many"], list(job_ids))]
 
-    async def execution_overlap_state(self, execution_ids: Sequence[str | UUID], job_ids: Sequence[UUID]) -> list[Any]:
+    async def execution_overlap_state(
+        self, execution_ids: Sequence[str | UUID], job_ids: Sequence[UUID], due_by: datetime | None = None
+    ) -> list[Any]:
         """Rows: id, job_id, scheduled_for, overlap, busy, running_for (the running one's
-        scheduled_for), cancel_requested, waiting_id (oldest first per job)."""
+        scheduled_for), cancel_requested, waiting_id (oldest first per job). due_by: see
+        execution_claim_many."""
         ids = list(execution_ids)
-        return await self.db.fetch(QUERIES["execution_overlap_state"], ids, list(job_ids), *scheduled_for_bounds(ids))
+        return await self.db.fetch(
+            QUERIES["execution_overlap_state"], ids, list(job_ids), *scheduled_for_bounds(ids), due_by
+        )
 
     async def execution_claim_guarded(
         self, execution_ids: Sequence[UUID], lease_s: float, worker: str, *, late_after_s: float = 60.0,
-        down_after_s: float = 15.0,
+        down_after_s: float = 15.0, due_by: datetime | None = None,
     ) -> list[Claim]:  # fmt: skip
         """Under job_lock_overlap: the claim (execution_claim_many) of executions an overlap verdict started."""
         return await self.execution_claim_many(
-            execution_ids, lease_s, worker, late_after_s=late_after_s, down_after_s=down_after_s, guarded=True
-        )
+            execution_ids, lease_s, worker, late_after_s=late_after_s, down_after_s=down_after_s, guarded=True,
+            due_by=due_by,
+        )  # fmt: skip
 
     async def execution_skip_overlap(self, execution_ids: Sequence[UUID]) -> set[UUID]:
         ids = list(execution_ids)
@@ -428,8 +436,17 @@ class Store:
     async def job_overlap_stalled(self, limit: int) -> list[UUID]:
         return [r["id"] for r in await self.db.fetch(QUERIES["job_overlap_stalled"], limit)]
 
-    async def execution_queued_overdue(self, grace_s: float, limit: int) -> list[Enqueue]:
-        rows = await self.db.fetch(QUERIES["execution_queued_overdue"], grace_s, limit)
+    async def execution_queued_overdue(
+        self, grace_s: float, limit: int, after: tuple[datetime, UUID] = (datetime(1970, 1, 1, tzinfo=UTC), UUID(int=0))
+    ) -> list[Enqueue]:
+        """Queued executions overdue by more than grace_s, in (due_at, id) order after `after`."""
+        rows = await self.db.fetch(QUERIES["execution_queued_overdue"], grace_s, limit, after[0], after[1])
+        return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows]
+
+    async def execution_queued_early(self, execution_ids: Sequence[str | UUID], due_by: datetime) -> list[Enqueue]:
+        """Of these popped ids, the queued ones not yet due at due_by (the pop's instant)."""
+        ids = list(execution_ids)
+        rows = await self.db.fetch(QUERIES["execution_queued_early"], ids, *scheduled_for_bounds(ids), due_by)
         return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows]
 
     async def execution_queued_page(self, after: tuple[datetime, UUID], limit: int) -> list[Enqueue]:

@@ -1,17 +1,28 @@
 """Item 8: a replica whose clock is 10 s fast (SCHEDULERD_CLOCK_OFFSET_S=10, the injectable
 clock in schedulerd/clock.py) starts nothing early and expires no lease early, because due-ness
-is judged by the Redis server's TIME and leases by Postgres's clock_timestamp()."""
+is judged by the Redis server's TIME and leases by Postgres's clock_timestamp(). And the Redis
+host and the Postgres host a few ms apart start nothing late: the claim judges a popped id due
+by the pop's instant, the clock that popped it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
 from schedulerd.clock import SystemClock
+from schedulerd.config import Config
+from schedulerd.dispatcher import Dispatcher
 from schedulerd.jobs import Jobs, JobSpec
+from schedulerd.queue import DelayQueue
+from schedulerd.store import Store
+from schedulerd.sweeper import Sweeper
+from schedulerd.worker import Worker
 from tests.fault.conftest import LEASE_S, check, insert_workload, wait_settled
+from tests.fault.skew import skewed_postgres
 
 SKEW_S = 10.0
 
@@ -65,3 +76,39 @@ async def test_due_times_set_on_a_skewed_host_come_from_postgres(store, queue, c
     assert abs(triggered.due_at - await store.clock_now()) < timedelta(seconds=1)
     done = await jobs.backfill(job.id, db_now - timedelta(hours=3), db_now - timedelta(hours=1))
     assert done.created and all(abs(e.due_at - db_now) < timedelta(seconds=5) for e in done.created)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("redis_ahead_ms", [-100, -20, 5, 20, 100])
+async def test_work_starts_on_time_when_redis_and_postgres_clocks_differ(
+    store: Store, queue: DelayQueue, config: Config, database_url: str, redis_ahead_ms: int
+) -> None:
+    """150 executions due over 2 s with the Redis host's clock redis_ahead_ms ahead of Postgres's
+    (behind when negative): none is dropped for being popped a few ms early by Postgres's clock,
+    so none waits for the sweeper's overdue repair (grace_s + a sweep: 0.5-0.7 s here)."""
+    async with skewed_postgres(database_url, -redis_ahead_ms / 1000) as skew:
+        skewed = skew.store
+        assert abs((await skewed.clock_now() - await store.clock_now()).total_seconds() + redis_ahead_ms / 1000) < 0.05
+        ids, _ = await insert_workload(skewed, 150, start_in_s=0.5, spread_s=2.0)
+        await Dispatcher(skewed, queue, config.dispatcher).run_once()
+        worker = Worker(skewed, queue, replace(config.worker, concurrency=64, batch_size=64), "worker-skew",
+                        horizon_s=config.dispatcher.horizon_s)  # fmt: skip
+        sweeper = Sweeper(skewed, queue, config.sweeper)
+        stop = asyncio.Event()
+        loops = [asyncio.create_task(worker.run(stop)), asyncio.create_task(sweeper.run(stop))]
+        try:
+            counts = await wait_settled(skewed, timeout_s=20)
+        finally:
+            stop.set()
+            await asyncio.gather(*loops, return_exceptions=True)
+        lags = [float(r["lag"]) for r in await skewed.db.fetch(
+            "SELECT extract(epoch FROM first_started_at - due_at) AS lag FROM executions WHERE id = ANY($1::uuid[])", ids
+        )]  # fmt: skip
+        await skew.set_offset(0.0)  # the helper's offset moves while its pool is in use
+        assert abs((await skewed.clock_now() - await store.clock_now()).total_seconds()) < 0.05
+    late = sorted(lag for lag in lags if lag > 0.4)
+    print(f"redis {redis_ahead_ms:+d} ms: {counts}, max lag {max(lags):.3f} s, min {min(lags):.3f} s, {len(late)} late > 0.4 s")
+    assert counts == {"succeeded": 150}
+    assert not late, f"{len(late)} of 150 started more than 0.4 s late (max {late[-1]:.3f} s)"
+    # Judged by the pop's clock: at most the skew early by Postgres's, never more.
+    assert min(lags) >= -max(0, redis_ahead_ms) / 1000 - 0.002

@@ -143,3 +143,50 @@ async def test_with_redis_unreachable_workers_claim_from_postgres_and_leases_sti
         successor._threads.shutdown(wait=False)
     finally:
         await unreachable.close()
+
+
+async def test_sweeper_repairs_an_entry_whose_tenant_is_missing_from_the_index(make_job, store, queue, sweeper) -> None:
+    """A queued, overdue execution whose entry is in its tenant's queue while the tenant is not in
+    the shard's tenants set is served by no pop: the sweeper re-indexes it."""
+    from schedulerd.queue import score_ms
+
+    _, execution = await make_job("noop")
+    await sweeper.run_once()  # the first sweep reconciles everything: the check comes after it
+    await store.db.execute("UPDATE executions SET due_at = due_at - interval '10 seconds' WHERE id = $1", execution.id)
+    await queue.client.zadd(queue.queue_key(execution.tenant, execution.id),
+                            {str(execution.id): score_ms(execution.due_at) - 10_000})  # fmt: skip
+    await queue.client.zrem(queue.tenants_key, execution.tenant)
+    assert (await queue.pop_due(10)).execution_ids == []
+
+    result = await sweeper.run_once()
+
+    assert result.re_enqueued == 1
+    assert (await queue.pop_due(10)).execution_ids == [str(execution.id)]
+
+
+async def test_overdue_repair_walks_past_a_backlog_larger_than_a_page(store, queue, config) -> None:
+    """Entries lost behind a backlog of overdue queued executions (all in Redis, waiting for
+    workers) are re-added within a few sweeps, not once the backlog has drained."""
+    from dataclasses import replace
+
+    from schedulerd.dispatcher import Dispatcher
+    from schedulerd.sweeper import Sweeper
+    from tests.fault.conftest import insert_workload
+
+    page = 20
+    backlog = 247  # 13 pages: more than any one sweep reads
+    ids, _ = await insert_workload(store, backlog, start_in_s=-60.0, spread_s=30.0)
+    await Dispatcher(store, queue, config.dispatcher).run_once()
+    sweeper = Sweeper(store, queue, replace(config.sweeper, batch_size=page))
+    await sweeper.run_once()  # the first sweep reconciles everything: the losses come after it
+    lost = ids[-3:]  # the newest overdue: behind every page of the backlog
+    for execution_id in lost:
+        await queue.client.zrem(queue.queue_key("fault", execution_id), str(execution_id))
+    assert await queue.missing([str(i) for i in lost], ["fault"] * 3) == [str(i) for i in lost]
+
+    repaired = [(await sweeper.run_once()).re_enqueued for _ in range(6)]
+
+    # Bounded work per sweep (REPAIR_PAGES pages, 4: the reconciling sweep read pages 1-4, these
+    # read 5-8, 9-12, then 13 with the lost ones), and the walk reaches the end of the backlog.
+    assert sum(repaired) == 3 and repaired[0] == 0, repaired
+    assert await queue.missing([str(i) for i in lost], ["fault"] * 3) == []

@@ -100,3 +100,61 @@ async def test_missing_looks_in_each_tenants_queue(queue) -> None:
     assert await queue.missing(ids, ["b", "a", "a"]) == [ids[0], ids[2]]  # looked in the wrong queues
     assert await queue.missing(ids) == []  # no tenants given: every queue is looked in
     assert await queue.missing([str(uuid.uuid4())]) != []
+
+
+def _break_pipelines_after_first_command(queue, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Every pipeline of this queue's client reaches Redis with its first command only, then the
+    connection breaks (a failover, a reset): what one command writes is all that lands."""
+    import redis
+
+    make = queue.client.pipeline
+
+    def pipeline(*args, **kwargs):  # type: ignore[no-untyped-def]
+        pipe = make(*args, **kwargs)
+        execute = pipe.execute
+
+        async def cut(raise_on_error: bool = True):  # type: ignore[no-untyped-def]
+            del pipe.command_stack[1:]
+            await execute(raise_on_error=raise_on_error)
+            raise redis.ConnectionError("connection lost after the first command")
+
+        pipe.execute = cut
+        return pipe
+
+    monkeypatch.setattr(queue.client, "pipeline", pipeline)
+
+
+async def test_an_entry_is_never_written_without_its_tenants_index(queue, monkeypatch) -> None:
+    """add writes the tenant's queue and the shard's tenants set in one step: a connection lost
+    after the first command cannot leave an entry that no pop serves."""
+    import pytest
+    import redis
+
+    entry = Enqueue(uuid.uuid4(), datetime.now(UTC) - timedelta(seconds=1), "acme")
+    with monkeypatch.context() as patched:
+        _break_pipelines_after_first_command(queue, patched)
+        with pytest.raises(redis.ConnectionError):
+            await queue.add([entry], only_new=True)
+    assert await queue.client.zscore(queue.tenants_key, "acme") is not None
+    assert (await queue.pop_due(10)).execution_ids == [str(entry.execution_id)]
+
+
+async def test_an_entry_whose_tenant_lost_its_index_counts_as_missing_and_add_repairs_it(queue) -> None:
+    """The sweeper's check (missing) reads the tenants set too: an entry present in its queue but
+    whose tenant no pop finds (absent, or indexed in the future) is reported, and re-adding it
+    puts the tenant back at the queue's head."""
+    now = datetime.now(UTC)
+    stuck = Enqueue(uuid.uuid4(), now - timedelta(seconds=5), "acme")
+    late = Enqueue(uuid.uuid4(), now - timedelta(seconds=5), "beta")
+    fine = Enqueue(uuid.uuid4(), now - timedelta(seconds=5), "gamma")
+    await queue.add([stuck, late, fine], only_new=True)
+    await queue.client.zrem(queue.tenants_key, "acme")
+    await queue.client.zadd(queue.tenants_key, {"beta": score_ms(now + timedelta(hours=1))})
+    ids = [str(e.execution_id) for e in (stuck, late, fine)]
+
+    assert await queue.missing(ids, ["acme", "beta", "gamma"]) == ids[:2]
+    assert (await queue.pop_due(10)).execution_ids == ids[2:]
+
+    await queue.add([stuck, late], only_new=True)
+    assert await queue.missing(ids[:2], ["acme", "beta"]) == []
+    assert sorted((await queue.pop_due(10)).execution_ids) == sorted(ids[:2])

@@ -181,3 +181,32 @@ async def test_changing_the_shard_count_loses_nothing_and_runs_nothing_twice(
         assert await new.depth() == 0
     finally:
         worker._threads.shutdown(wait=False, cancel_futures=True)
+
+
+async def test_drain_keeps_the_score_an_old_replica_moved_mid_drain(make_queue: MakeQueue, monkeypatch) -> None:
+    """An old replica moves an entry of a retired shard (a retry: a later due time) after the drain
+    copied it and before it removed it: the drain copies the new score over the old one in the new
+    home instead of removing the moved entry and leaving the earlier, stale score behind, and
+    drops the tenant from the retired index only once its queue is empty."""
+    old, new = make_queue(4), make_queue(2)
+    entry = next(e for e in _due(40, "a", offset_s=30) if shard_of(e.execution_id, 4) >= 2)
+    await old.add([entry], only_new=True)
+    await old.ensure_epoch()
+    await new.ensure_epoch()
+    retried = Enqueue(entry.execution_id, entry.due_at + timedelta(seconds=60), entry.tenant)
+    copy = new._add_scored
+    moves: list[None] = []
+
+    async def copy_then_move(*args, **kwargs):  # type: ignore[no-untyped-def]
+        await copy(*args, **kwargs)
+        if not moves:
+            moves.append(None)
+            await old.add([retried], only_new=False)
+
+    monkeypatch.setattr(new, "_add_scored", copy_then_move)
+    await new.drain_retired(retire_after_s=3600)
+
+    home = new.queue_key(entry.tenant, entry.execution_id)
+    assert await new.client.zscore(home, str(entry.execution_id)) == score_ms(retried.due_at)
+    retired = old.shard(entry.execution_id)
+    assert not await new.client.exists(retired.queue_key_prefix + entry.tenant, retired.tenants_key)

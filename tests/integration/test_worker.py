@@ -329,3 +329,22 @@ async def test_pooled_connections_keep_tcp_alive_on_both_ends(store) -> None:
         if sock.family in (socket.AF_INET, socket.AF_INET6):
             assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
         assert await connection.fetchval("SHOW tcp_keepalives_idle") == "30"
+
+
+async def test_an_entry_popped_before_its_rows_due_time_is_given_back_at_it(make_job, make_worker, store, queue) -> None:
+    """A queue entry whose score is earlier than its row's due time (a stale score) is popped
+    early; the claim refuses it, and the worker puts it back at the row's due time instead of
+    dropping it (which left it to the sweeper's overdue repair, grace_s after it was due)."""
+    from datetime import timedelta
+
+    from schedulerd.models import Enqueue
+    from schedulerd.queue import score_ms
+
+    _, execution = await make_job("noop", delay_s=30.0)
+    stale = Enqueue(execution.id, await store.clock_now() - timedelta(seconds=1), execution.tenant)
+    await queue.add([stale], only_new=False)
+    worker = make_worker()
+    assert await worker.run_once() == 0
+    assert worker.stats.dropped == 0
+    score = await queue.client.zscore(queue.queue_key(execution.tenant, execution.id), str(execution.id))
+    assert score == score_ms(execution.due_at)

@@ -423,3 +423,59 @@ def test_a_dst_zone_near_year_9999_keeps_its_rules() -> None:
     runs = CronSchedule.parse("0 * * * *", "America/New_York").occurrences(
         datetime(9999, 3, 14, 5, tzinfo=UTC) - timedelta(microseconds=1), datetime(9999, 3, 15, 4, tzinfo=UTC) - timedelta(microseconds=1))
     assert len(runs) == 23
+
+
+def _weekdays(expression: str) -> list[str]:
+    """The weekdays of the runs in the first two weeks of 2026 (Thu 1 .. Wed 14 January)."""
+    runs = CronSchedule.parse(expression).occurrences(utc("2026-01-01 00:00") - timedelta(seconds=1), utc("2026-01-14 23:59"))
+    return [r.strftime("%a %d") for r in runs]
+
+
+# (day-of-week field, the runs of `0 0 * * <field>` from Thu 2026-01-01 to Wed 2026-01-14)
+WEEKDAY_FIELDS = [
+    ("SUN", ["Sun 04", "Sun 11"]),
+    ("Sun-Sun", ["Sun 04", "Sun 11"]),  # a range from Sunday to Sunday is Sunday alone, not 0-7
+    ("SUN-SUN", ["Sun 04", "Sun 11"]),
+    ("0-SUN", ["Sun 04", "Sun 11"]),
+    ("SUN-0", ["Sun 04", "Sun 11"]),
+    ("0-0", ["Sun 04", "Sun 11"]),
+    ("7", ["Sun 04", "Sun 11"]),
+    ("7-7", ["Sun 04", "Sun 11"]),
+    ("SAT-SUN", ["Sat 03", "Sun 04", "Sat 10", "Sun 11"]),  # ending on SUN after a later day: 6-7
+    ("FRI-SUN", ["Fri 02", "Sat 03", "Sun 04", "Fri 09", "Sat 10", "Sun 11"]),
+    ("SUN-MON", ["Sun 04", "Mon 05", "Sun 11", "Mon 12"]),
+    ("SUN-SAT", ["Thu 01", "Fri 02", "Sat 03", "Sun 04", "Mon 05", "Tue 06", "Wed 07",
+                 "Thu 08", "Fri 09", "Sat 10", "Sun 11", "Mon 12", "Tue 13", "Wed 14"]),
+    ("0-7/7", ["Sun 04", "Sun 11"]),
+    ("MON-SUN/7", ["Mon 05", "Mon 12"]),  # 1-7 step 7: Monday only
+]
+
+
+@pytest.mark.parametrize("field,expected", WEEKDAY_FIELDS)
+def test_weekday_ranges(field: str, expected: list[str]) -> None:
+    assert _weekdays(f"0 0 * * {field}") == expected
+
+
+# (day-of-week field, the first three runs of `0 0 * * <field>` after 2026-01-01): `<day>L` is
+# Quartz's last such weekday of the month, for a name or a number (0 and 7 both Sunday).
+LAST_WEEKDAY_FIELDS = [
+    ("MONL", ["Mon 2026-01-26", "Mon 2026-02-23", "Mon 2026-03-30"]),
+    ("monL", ["Mon 2026-01-26", "Mon 2026-02-23", "Mon 2026-03-30"]),
+    ("1L", ["Mon 2026-01-26", "Mon 2026-02-23", "Mon 2026-03-30"]),
+    ("SUNL", ["Sun 2026-01-25", "Sun 2026-02-22", "Sun 2026-03-29"]),
+    ("0L", ["Sun 2026-01-25", "Sun 2026-02-22", "Sun 2026-03-29"]),
+    ("7L", ["Sun 2026-01-25", "Sun 2026-02-22", "Sun 2026-03-29"]),
+    ("MONL,FRIL", ["Mon 2026-01-26", "Fri 2026-01-30", "Mon 2026-02-23"]),
+]
+
+
+@pytest.mark.parametrize("field,expected", LAST_WEEKDAY_FIELDS)
+def test_last_weekday_of_the_month(field: str, expected: list[str]) -> None:
+    runs = CronSchedule.parse(f"0 0 * * {field}").next_runs(utc("2026-01-01 00:00"), 3)
+    assert [r.strftime("%a %Y-%m-%d") for r in runs] == expected
+
+
+@pytest.mark.parametrize("field", ["L", "MON-FRIL", "MONL-FRI", "MONL/2", "MONDAYL", "8L", "LMON"])
+def test_last_weekday_forms_refused(field: str) -> None:
+    with pytest.raises(ScheduleError):
+        CronSchedule.parse(f"0 0 * * {field}")

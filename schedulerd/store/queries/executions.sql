@@ -67,11 +67,20 @@ WHERE e.id = d.id AND e.scheduled_for = d.scheduled_for AND e.status = 'pending'
 RETURNING e.id, e.due_at, e.tenant;
 
 -- name: execution_queued_overdue
--- Queued executions overdue by more than $1 seconds, oldest first: candidates for a lost
--- Redis entry (the sweeper checks which are missing from the delay queue).
+-- Queued executions overdue by more than $1 seconds, in (due_at, id) order after the key
+-- ($3, $4), at most $2: candidates for a lost Redis entry (the sweeper checks which are missing
+-- from the delay queue), paged by keyset so a backlog larger than a page is walked past.
 SELECT id, due_at, tenant FROM executions
 WHERE status = 'queued' AND due_at < clock_timestamp() - make_interval(secs => $1)
-ORDER BY due_at LIMIT $2;
+  AND due_at >= $3 AND (due_at, id) > ($3, $4)
+ORDER BY due_at, id LIMIT $2;
+
+-- name: execution_queued_early
+-- Of popped ids the claim left, the queued ones not yet due at $4 (the pop's instant): their
+-- Redis entry was earlier than their due time (a stale score), so the worker gives each back at
+-- its due time rather than drop it. [$2, $3) bounds scheduled_for.
+SELECT id, due_at, tenant FROM executions
+WHERE id = ANY($1::uuid[]) AND scheduled_for >= $2 AND scheduled_for < $3 AND status = 'queued' AND due_at > $4;
 
 -- name: execution_queued_page
 -- All queued executions in (due_at, id) order after the given key: a full reconcile after

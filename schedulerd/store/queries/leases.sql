@@ -16,6 +16,10 @@
 -- claim whose reply was lost to a broken connection committed nonetheless, and only this worker
 -- can know it holds none of them in memory (it never claims an id it holds), so that fence has no
 -- other holder.
+-- Due-ness is judged by $10, the instant of the pop that returned these ids (Redis TIME), when
+-- given: the clock that popped an id is the clock that judges it due, so a Redis host a few ms
+-- ahead of Postgres's never has a popped id refused as early. NULL (the Redis-down fallback, the
+-- guarded claim of its rows): Postgres's clock_timestamp(). Leases always use Postgres's clock.
 -- Rows are locked in id order (the `locked` CTE), as by every statement that writes several
 -- executions, so no two such statements can deadlock. The CTE looks rows up by id alone (no join
 -- to jobs): a join let the planner walk the (job_id, scheduled_for) index over a spike's single
@@ -25,7 +29,7 @@ WITH locked AS (
            schedulerd_late_at_claim(e.attempt, e.late_reason, e.due_at, e.reason, e.scheduled_for, $6, $7) AS marked_late
     FROM executions e
     WHERE e.id = ANY($1::uuid[]) AND e.scheduled_for >= $4 AND e.scheduled_for < $5
-      AND (e.status IN ('pending', 'queued') AND e.due_at <= clock_timestamp()
+      AND (e.status IN ('pending', 'queued') AND e.due_at <= coalesce($10::timestamptz, clock_timestamp())
            OR $8 AND e.status = 'running' AND e.worker = $3)
     ORDER BY e.id FOR NO KEY UPDATE
 ), claimed AS (

@@ -26,7 +26,8 @@ SELECT id FROM jobs WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE;
 -- name: execution_overlap_state
 -- Under job_lock_overlap: the due, unstarted executions among $1 of locked (guarded) jobs, oldest
 -- first per job, with the job's policy, whether its last started execution still runs (busy, and
--- whether it was asked to stop) and which occurrence waits for it, if one still does.
+-- whether it was asked to stop) and which occurrence waits for it, if one still does. Due by $5,
+-- the pop's instant, when given (see execution_claim_many), else by Postgres's clock.
 SELECT e.id, e.job_id, e.scheduled_for, j.overlap, coalesce(r.status = 'running', false) AS busy,
        CASE WHEN r.status = 'running' THEN r.scheduled_for END AS running_for,
        r.cancel_requested_at IS NOT NULL AS cancel_requested,
@@ -35,7 +36,8 @@ FROM executions e JOIN jobs j ON j.id = e.job_id
 LEFT JOIN executions r ON r.id = j.overlap_running AND r.scheduled_for = j.overlap_running_for
 LEFT JOIN executions w ON w.id = j.overlap_waiting AND w.scheduled_for = j.overlap_waiting_for
 WHERE e.id = ANY($1::uuid[]) AND e.scheduled_for >= $3 AND e.scheduled_for < $4
-  AND e.status IN ('pending', 'queued') AND e.due_at <= clock_timestamp() AND j.id = ANY($2::uuid[])
+  AND e.status IN ('pending', 'queued') AND e.due_at <= coalesce($5::timestamptz, clock_timestamp())
+  AND j.id = ANY($2::uuid[])
 ORDER BY e.job_id, e.scheduled_for, e.id;
 
 -- name: execution_skip_overlap
