@@ -183,6 +183,11 @@ class Store:
         row = await self.db.fetchrow(QUERIES["job_lock"], job_id)
         return Job.from_row(row) if row else None
 
+    async def job_lock_shared(self, job_id: UUID) -> Job | None:
+        """Inside a transaction: the job, held against pause, resume and delete until the commit."""
+        row = await self.db.fetchrow(QUERIES["job_lock_shared"], job_id)
+        return Job.from_row(row) if row else None
+
     async def job_set_enabled(
         self, job_id: UUID, enabled: bool, cursor: datetime, note: str | None = None, by: str | None = None
     ) -> Job | None:
