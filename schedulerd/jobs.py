@@ -22,7 +22,7 @@ import structlog
 
 from schedulerd import metrics, tzdb
 from schedulerd.clock import Clock, system
-from schedulerd.config import Config
+from schedulerd.config import MAX_CATCH_UP_LIMIT, Config
 from schedulerd.core.backfill import check_range, plan_backfill
 from schedulerd.core.durations import shifted, text_problem
 from schedulerd.core.ids import execution_id
@@ -169,8 +169,8 @@ def validate(spec: JobSpec, config: Config, now: datetime, known_tasks: Collecti
             raise ValidationError(field, str(exc)) from None
         if spec.misfire_policy not in MISFIRE_POLICIES:
             raise ValidationError("misfire_policy", f"must be one of skip, run_once, catch_up, got {spec.misfire_policy!r}")
-        if not 0 <= spec.catch_up_limit <= 1000:
-            raise ValidationError("catch_up_limit", f"must be between 0 and 1000, got {spec.catch_up_limit}")
+        if not 0 <= spec.catch_up_limit <= MAX_CATCH_UP_LIMIT:
+            raise ValidationError("catch_up_limit", f"must be between 0 and {MAX_CATCH_UP_LIMIT}, got {spec.catch_up_limit}")
         if not 0 <= spec.window_s <= MAX_WINDOW_S:
             raise ValidationError("window", f"must be between 0 and 24 h, got {spec.window_s:g} s")
         run_at = None
