@@ -17,6 +17,8 @@ from typing import Any, get_type_hints
 
 from schedulerd.errors import ConfigError
 
+MAX_CATCH_UP_LIMIT = 1000  # the largest catch_up_limit a job may have (schedulerd/jobs.py validates it)
+
 
 @dataclass(frozen=True)
 class DatabaseConfig:
@@ -233,6 +235,11 @@ class Config:
                                              and self.breaker.recheck_s > 0):
             raise ConfigError("breaker.failures must be at least 1 and breaker.open_s, probe_timeout_s and "
                               f"recheck_s above 0, got {self.breaker}")
+        if self.materialiser.misfire_batch_size <= MAX_CATCH_UP_LIMIT:
+            # a job's missed rows are judged a batch at a time, and each batch must get past the
+            # occurrences its policy keeps
+            raise ConfigError(f"materialiser.misfire_batch_size must be above {MAX_CATCH_UP_LIMIT} (the largest "
+                              f"catch_up_limit), got {self.materialiser.misfire_batch_size}")
         if self.materialiser.tz_batch_size < 1:
             raise ConfigError(f"materialiser.tz_batch_size must be at least 1, got {self.materialiser.tz_batch_size}")
         if self.jobs.max_attempts < 1:

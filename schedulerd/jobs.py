@@ -22,7 +22,7 @@ import structlog
 
 from schedulerd import metrics, tzdb
 from schedulerd.clock import Clock, system
-from schedulerd.config import Config
+from schedulerd.config import MAX_CATCH_UP_LIMIT, Config
 from schedulerd.core.backfill import check_range, plan_backfill
 from schedulerd.core.durations import shifted, text_problem
 from schedulerd.core.ids import execution_id
@@ -169,8 +169,8 @@ def validate(spec: JobSpec, config: Config, now: datetime, known_tasks: Collecti
             raise ValidationError(field, str(exc)) from None
         if spec.misfire_policy not in MISFIRE_POLICIES:
             raise ValidationError("misfire_policy", f"must be one of skip, run_once, catch_up, got {spec.misfire_policy!r}")
-        if not 0 <= spec.catch_up_limit <= 1000:
-            raise ValidationError("catch_up_limit", f"must be between 0 and 1000, got {spec.catch_up_limit}")
+        if not 0 <= spec.catch_up_limit <= MAX_CATCH_UP_LIMIT:
+            raise ValidationError("catch_up_limit", f"must be between 0 and {MAX_CATCH_UP_LIMIT}, got {spec.catch_up_limit}")
         if not 0 <= spec.window_s <= MAX_WINDOW_S:
             raise ValidationError("window", f"must be between 0 and 24 h, got {spec.window_s:g} s")
         run_at = None
@@ -377,16 +377,28 @@ class Jobs:
 
     async def trigger(self, job_id: UUID, tenant: str | None = None) -> Execution:
         """Run a job once now, besides its schedule. Its slot is (this instant, origin trigger),
-        so it never takes a scheduled occurrence's place, even at the same instant."""
-        job = await self.get(job_id, tenant)
-        if job.deleted_at is not None:
-            raise ValidationError("id", f"job {job_id} is deleted")
-        now = await self.store.clock_now()  # Postgres's: a skewed host must not make it due late or early
-        (execution,) = await self.store.execution_insert_many(
-            [(execution_id(now), job.id, job.tenant, now, now)], self.config.dispatcher.horizon_s, origin="trigger"
-        )
+        so it never takes a scheduled occurrence's place, even at the same instant. A paused or
+        deleted job is refused; the job is held while the run is written, so a pause or delete
+        racing the trigger either refuses it or cancels the run it wrote."""
+        async with self.store.transaction() as tx:
+            job = await self._held(tx, job_id, tenant, "triggering")
+            now = await tx.clock_now()  # Postgres's: a skewed host must not make it due late or early
+            (execution,) = await tx.execution_insert_many(
+                [(execution_id(now), job.id, job.tenant, now, now)], self.config.dispatcher.horizon_s, origin="trigger"
+            )
         await self._enqueue(queued([execution]))
         return execution
+
+    async def _held(self, tx: Store, job_id: UUID, tenant: str | None, doing: str) -> Job:
+        """The job, locked in `tx` against pause, resume and delete; refused when deleted or paused."""
+        job = await tx.job_lock_shared(job_id)
+        if job is None or (tenant is not None and job.tenant != tenant):
+            raise NotFoundError(f"job {job_id} not found")
+        if job.deleted_at is not None:
+            raise ValidationError("id", f"job {job_id} is deleted")
+        if not job.enabled:
+            raise ValidationError("id", f"job {job_id} is paused; resume it before {doing}")
+        return job
 
     async def backfill(self, job_id: UUID, start: datetime, end: datetime, tenant: str | None = None) -> Backfill:
         """Create the occurrences of a cron job's schedule in [start, end) (the past only) as
@@ -394,24 +406,21 @@ class Jobs:
         spread from now at [jobs].backfill_per_s. The slot (job, instant, origin backfill) is
         unique: a scheduled run of the same instant is neither blocked nor taken, and an instant
         already backfilled is left as it is (running the same backfill twice creates nothing)."""
-        job = await self.get(job_id, tenant)
-        if job.deleted_at is not None:
-            raise ValidationError("id", f"job {job_id} is deleted")
-        if job.schedule_kind != "cron" or job.cron is None:
-            raise ValidationError("id", f"job {job_id} runs once ({job.schedule_kind}); only cron jobs can be backfilled")
-        if not job.enabled:
-            raise ValidationError("id", f"job {job_id} is paused; resume it before backfilling")
         defaults = self.config.jobs
-        now = await self.store.clock_now()  # Postgres's: "the past" and the due times are judged on one clock
-        check_range(start, end, now)
-        if start < EARLIEST_RUN_AT:
-            raise ValidationError("from", f"{start.isoformat()} is before 2000-01-01")
-        plan = plan_backfill(
-            schedule_of(job), start, end, now,
-            max_occurrences=defaults.backfill_max_occurrences, per_s=defaults.backfill_per_s,
-        )  # fmt: skip
-        rows = [(execution_id(at), job.id, job.tenant, at, due) for at, due in plan.occurrences]
-        created = await self.store.execution_insert_many(rows, self.config.dispatcher.horizon_s, origin="backfill")
+        async with self.store.transaction() as tx:
+            job = await self._held(tx, job_id, tenant, "backfilling")
+            if job.schedule_kind != "cron" or job.cron is None:
+                raise ValidationError("id", f"job {job_id} runs once ({job.schedule_kind}); only cron jobs can be backfilled")
+            now = await tx.clock_now()  # Postgres's: "the past" and the due times are judged on one clock
+            check_range(start, end, now)
+            if start < EARLIEST_RUN_AT:
+                raise ValidationError("from", f"{start.isoformat()} is before 2000-01-01")
+            plan = plan_backfill(
+                schedule_of(job), start, end, now,
+                max_occurrences=defaults.backfill_max_occurrences, per_s=defaults.backfill_per_s,
+            )  # fmt: skip
+            rows = [(execution_id(at), job.id, job.tenant, at, due) for at, due in plan.occurrences]
+            created = await tx.execution_insert_many(rows, self.config.dispatcher.horizon_s, origin="backfill")
         await self._enqueue(queued(created))
         metrics.BACKFILLED.inc(len(created))
         log.info("jobs.backfilled", job_id=str(job.id), tenant=job.tenant, created=len(created),

@@ -56,12 +56,17 @@ async def judge_misfires(
     rows = await tx.execution_missed(config.misfire_grace_s, config.misfire_batch_size, job_ids, down_after_s=down_after_s)
     down = {r["id"]: r["scheduler_down"] for r in rows}
     groups = [list(g) for _, g in itertools.groupby(rows, key=lambda r: r["job_id"])]
-    if len(rows) == config.misfire_batch_size and len(groups) > 1:
-        groups.pop()  # the last job's group may be cut by the LIMIT: judge it next pass, whole
+    cut = len(rows) == config.misfire_batch_size  # the last job's group may be cut by the LIMIT
+    if cut and len(groups) > 1:
+        groups.pop()  # judge it next pass, whole
+    # One job's missed rows fill the batch: only its oldest are seen, so only those provably
+    # older than what its policy runs are decided now (judging the part as the whole would run
+    # its policy once per batch).
+    decide = misfire.decide_oldest if cut and len(groups) == 1 else misfire.decide
     to_skip: list[UUID] = []
     to_run: list[UUID] = []
     for group in groups:
-        decision = misfire.decide(group[0]["misfire_policy"], [r["id"] for r in group], group[0]["catch_up_limit"])
+        decision = decide(group[0]["misfire_policy"], [r["id"] for r in group], group[0]["catch_up_limit"])
         to_skip.extend(decision.skip)
         to_run.extend(decision.run)
     skips = [(i, late.for_misfire(down[i], runs_late=False).value) for i in to_skip]

@@ -2,7 +2,11 @@
 and drop whole days once they are older than the retention, so expiry never deletes row by row.
 
 A day with an execution not yet final (a retry still pending, say) is kept and reported: history
-is never dropped under a live execution. Optionally each day is first written to
+is never dropped under a live execution, and the count is taken under the lock the DROP holds, so
+nothing can come alive in between. Rows waiting in the default partition move into their day's
+partition only while none of that day's rows is queued or running (a day backfilled before its
+partition existed waits there until its work is final): a row is never moved under a worker.
+Optionally each day is first written to
 `<export_dir>/{executions,attempts}-YYYY-MM-DD.csv.gz`. One replica works at a time (an advisory
 lock); DDL waits at most `lock_timeout_s` for its locks, then gives up until the next pass, so
 it never queues the workers behind it.
@@ -32,6 +36,7 @@ class RetentionResult:
     created: list[date] = field(default_factory=list)
     dropped: list[date] = field(default_factory=list)
     kept: list[date] = field(default_factory=list)  # expired, but holding executions not yet final
+    deferred: list[date] = field(default_factory=list)  # its rows in the default partition include queued or running ones
     busy: bool = False  # another replica held the maintenance lock
     idempotency_keys_pruned: int = 0  # keys past [api].idempotency_ttl_s deleted
 
@@ -61,10 +66,14 @@ class Retention:
             # Yesterday too (a late start after midnight), and any day whose rows wait in the default partition.
             wanted = {today + timedelta(days=n) for n in range(-1, self.config.premake_days + 1)}
             wanted.update(await tx.partition_default_days(before=ahead))
-            created = [day for day in sorted(wanted) if await tx.partition_ensure(day)]
+            ensured = {day: await tx.partition_ensure(day) for day in sorted(wanted)}
             existing = await tx.partition_days()
+        created = [day for day, made in ensured.items() if made]
+        deferred = [day for day, made in ensured.items() if made is None]
         for day in created:
             log.info("retention.partition_created", day=day.isoformat())
+        for day in deferred:
+            log.info("retention.partition_deferred", day=day.isoformat(), why="queued or running rows in the default partition")
         metrics.PARTITIONS.labels("created").inc(len(created))
         dropped, kept = [], []
         for day in expired_days(existing, today, self.config.days):
@@ -75,7 +84,7 @@ class Retention:
         pruned = await self.store.idempotency_prune(self.idempotency_ttl_s) if self.idempotency_ttl_s is not None else 0
         if pruned:
             log.info("retention.idempotency_keys_pruned", count=pruned)
-        return RetentionResult(created, dropped, kept, idempotency_keys_pruned=pruned)
+        return RetentionResult(created, dropped, kept, deferred=deferred, idempotency_keys_pruned=pruned)
 
     async def _drop(self, day: date) -> bool:
         """Export (when configured) then drop one expired day; False when it must be kept."""
@@ -85,7 +94,11 @@ class Retention:
         async with self.store.transaction() as tx:
             if not await tx.maintenance_lock(self.config.lock_timeout_s):
                 return False
-            unfinished = await tx.execution_unfinished_between(low, high)
+            # Locked before it is counted: a redrive or backfill committing after this waits, then
+            # finds the day gone, instead of vanishing with it.
+            unfinished = await tx.partition_lock(day)
+            if unfinished is None:  # dropped meanwhile
+                return False
             if unfinished:
                 log.warning("retention.partition_kept", day=day.isoformat(), unfinished=unfinished)
                 return False

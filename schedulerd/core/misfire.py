@@ -32,17 +32,32 @@ class Decision(Generic[T]):
     skip: list[T]
 
 
-def decide(policy: MisfirePolicy | str, missed: Sequence[T], catch_up_limit: int) -> Decision[T]:
-    """Split `missed` (ordered oldest first) into what runs late and what is skipped."""
+def kept(policy: MisfirePolicy | str, catch_up_limit: int) -> int:
+    """How many of a job's latest missed occurrences its policy runs."""
     policy = MisfirePolicy(policy)
     if policy is MisfirePolicy.SKIP:
-        keep = 0
-    elif policy is MisfirePolicy.RUN_ONCE:
-        keep = 1
-    else:
-        keep = max(0, catch_up_limit)
-    cut = max(0, len(missed) - keep)
+        return 0
+    if policy is MisfirePolicy.RUN_ONCE:
+        return 1
+    return max(0, catch_up_limit)
+
+
+def decide(policy: MisfirePolicy | str, missed: Sequence[T], catch_up_limit: int) -> Decision[T]:
+    """Split `missed` (ordered oldest first) into what runs late and what is skipped."""
+    cut = max(0, len(missed) - kept(policy, catch_up_limit))
     return Decision(run=list(missed[cut:]), skip=list(missed[:cut]))
+
+
+def decide_oldest(policy: MisfirePolicy | str, oldest: Sequence[T], catch_up_limit: int) -> Decision[T]:
+    """Judge only the oldest part of a job's missed occurrences (more follow, unseen): skip those
+    older than anything the policy may run, run none. What is left is judged once the rest fits
+    in one read, so a policy never runs more than it keeps.
+
+    >>> decide_oldest("run_once", [1, 2, 3], 0)
+    Decision(run=[], skip=[1, 2])
+    """
+    cut = max(0, len(oldest) - kept(policy, catch_up_limit))
+    return Decision(run=[], skip=list(oldest[:cut]))
 
 
 def replay_delays_s(count: int, rate_per_s: float) -> list[float]:

@@ -183,6 +183,11 @@ class Store:
         row = await self.db.fetchrow(QUERIES["job_lock"], job_id)
         return Job.from_row(row) if row else None
 
+    async def job_lock_shared(self, job_id: UUID) -> Job | None:
+        """Inside a transaction: the job, held against pause, resume and delete until the commit."""
+        row = await self.db.fetchrow(QUERIES["job_lock_shared"], job_id)
+        return Job.from_row(row) if row else None
+
     async def job_set_enabled(
         self, job_id: UUID, enabled: bool, cursor: datetime, note: str | None = None, by: str | None = None
     ) -> Job | None:
@@ -580,8 +585,15 @@ class Store:
         row = await self.db.fetchrow(QUERIES["maintenance_lock"], f"{int(lock_timeout_s * 1000)}ms")
         return bool(row["held"])
 
-    async def partition_ensure(self, day: date) -> bool:
-        return bool(await self.db.fetchval(QUERIES["partition_ensure"], day))
+    async def partition_ensure(self, day: date) -> bool | None:
+        """True: created; False: it existed; None: deferred, its rows in the default partition
+        include queued or running ones (they are never moved under a worker)."""
+        return await self.db.fetchval(QUERIES["partition_ensure"], day)
+
+    async def partition_lock(self, day: date) -> int | None:
+        """Inside a transaction: lock the day's partitions against writers; its unfinished
+        executions (None: no partition)."""
+        return await self.db.fetchval(QUERIES["partition_lock"], day)
 
     async def partition_days(self) -> list[date]:
         return [r["day"] for r in await self.db.fetch(QUERIES["partition_days"])]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -15,6 +16,7 @@ from schedulerd.errors import NotFoundError, ValidationError
 from schedulerd.jobs import Jobs, JobSpec
 from schedulerd.materialiser import Materialiser
 from schedulerd.models import ExecutionStatus
+from schedulerd.store import Store
 from schedulerd.tasks.registry import TaskContext, task
 from tests.integration.conftest import run_until_idle
 
@@ -251,3 +253,41 @@ async def test_backfill_bounds_without_offset_or_before_2000_are_refused(jobs, s
     assert naive.value.field == "from"
     with pytest.raises(ValidationError, match="before 2000-01-01"):
         await jobs.backfill(job.id, datetime(1999, 1, 1, tzinfo=UTC), datetime(2000, 6, 1, tzinfo=UTC))
+
+
+# --- steering racing a trigger or backfill --------------------------------------------------
+
+
+@pytest.mark.parametrize("steer", ["delete", "pause"])
+@pytest.mark.parametrize("action", ["trigger", "backfill"])
+async def test_a_delete_or_pause_racing_a_trigger_or_backfill_leaves_nothing_runnable(
+    jobs, store, monkeypatch, action: str, steer: str
+) -> None:
+    """The delete (or pause) is sent after the trigger (backfill) judged the job and before it
+    wrote its rows: either the write is refused or the steering cancels what it wrote."""
+    job, _ = await jobs.create(JobSpec(task="noop", cron="0 * * * *"))
+    await store.db.execute("UPDATE executions SET status = 'succeeded' WHERE job_id = $1", job.id)  # only the racer's rows count
+    steering: list[asyncio.Task[Any]] = []
+    clock_now = Store.clock_now
+
+    async def steer_then_read_the_clock(self: Store) -> datetime:
+        if not steering:  # the job is judged; its rows are not written yet
+            steering.append(asyncio.create_task(getattr(jobs, steer)(job.id)))
+            await asyncio.wait(steering, timeout=0.5)  # commits at once, unless the job is held
+        return await clock_now(self)
+
+    monkeypatch.setattr(Store, "clock_now", steer_then_read_the_clock)
+    now = await store.db.fetchval("SELECT clock_timestamp()")
+    try:
+        if action == "trigger":
+            await jobs.trigger(job.id)
+        else:
+            await jobs.backfill(job.id, now - timedelta(hours=3), now)
+    except ValidationError:
+        pass  # refused: it saw the job deleted or paused
+    await asyncio.gather(*steering)
+
+    runnable = await store.db.fetchval(
+        "SELECT count(*) FROM executions WHERE job_id = $1 AND status IN ('pending', 'queued', 'running')", job.id
+    )
+    assert steering and runnable == 0

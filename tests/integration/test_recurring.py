@@ -179,3 +179,24 @@ async def test_bad_cron_jobs_are_refused_and_write_nothing(jobs, store, spec, fi
     assert raised.value.field == field
     assert await store.db.fetchval("SELECT count(*) FROM jobs") == 0
     assert await store.db.fetchval("SELECT count(*) FROM executions") == 0
+
+
+@pytest.mark.parametrize(("policy", "runs"), [("run_once", 1), ("catch_up", 2)])
+async def test_a_policy_runs_what_it_keeps_when_one_jobs_missed_rows_exceed_the_batch(
+    jobs, store, queue, config, policy: str, runs: int
+) -> None:
+    job, _ = await jobs.create(JobSpec(task="noop", cron="* * * * *", misfire_policy=policy, catch_up_limit=2))
+    await store.db.execute("DELETE FROM executions")
+    await store.db.execute("UPDATE jobs SET materialised_to = date_trunc('minute', now()) - interval '10 minutes'")
+    small = materialiser(store, queue, config, misfire_batch_size=3)  # about ten missed rows, judged 3 at a time
+
+    for _ in range(8):
+        await small.run_once()
+
+    rows = await store.db.fetch(
+        "SELECT scheduled_for, status, reason FROM executions WHERE job_id = $1 AND scheduled_for < now() - interval '60 seconds'"
+        " ORDER BY scheduled_for", job.id,
+    )  # fmt: skip
+    assert len(rows) >= 8 and all(r["reason"] in ("late_replay", "misfire_skip") for r in rows)
+    assert [r["reason"] for r in rows[-runs:]] == ["late_replay"] * runs  # the latest ones, and no others
+    assert sum(r["reason"] == "late_replay" for r in rows) == runs

@@ -8,16 +8,25 @@ import csv
 import gzip
 import uuid
 from datetime import UTC, date, datetime, timedelta
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
 
-from schedulerd.config import RetentionConfig
+from schedulerd.config import Config, RetentionConfig
 from schedulerd.core.ids import execution_id, scheduled_ms
+from schedulerd.dead_letters import DeadLetters, Redriven
+from schedulerd.errors import NotFoundError
+from schedulerd.jobs import Jobs, JobSpec
+from schedulerd.queue import DelayQueue
 from schedulerd.retention import Retention
 from schedulerd.store import Store
-from tests.conftest import MakeJob, _with_database
+from schedulerd.tasks.registry import TaskContext, task
+from schedulerd.worker import Worker
+from tests.conftest import MakeJob, _with_database, wait_for
+from tests.integration.conftest import settle
 
 pytestmark = pytest.mark.asyncio
 
@@ -178,3 +187,91 @@ async def test_the_migration_moves_existing_history_into_daily_partitions(server
     finally:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.close()
+
+
+# --- maintenance beside the hot path ---------------------------------------------------------
+
+
+@task("test.retention_sleeps")
+async def retention_sleeps(ctx: TaskContext, params: dict[str, Any]) -> None:
+    await asyncio.sleep(params["s"])
+
+
+async def test_a_redrive_committing_between_the_count_and_the_drop_is_never_lost(
+    store: Store, queue: DelayQueue, config: Config, make_job: MakeJob, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The redrive is started after retention judged the day and before its DROP: it either lands
+    before the judgement (the day is kept) or waits and is refused; it is never accepted and lost."""
+    job, _ = await make_job()
+    expired = await today(store) - timedelta(days=100)
+    assert await store.partition_ensure(expired)
+    (failed,) = await write_day(store, job.id, expired, 1, status="failed")
+    dead_letters = DeadLetters(store, queue, config)
+    redrives: list[asyncio.Task[Redriven]] = []
+    drop = Store.partition_drop
+
+    async def redrive_then_drop(self: Store, day: date) -> None:
+        redrive = asyncio.create_task(dead_letters.redrive([failed], None, by="test"))
+        redrives.append(redrive)
+        await asyncio.wait({redrive}, timeout=1.0)  # committed at once, unless the judged day is locked
+        await drop(self, day)
+
+    monkeypatch.setattr(Store, "partition_drop", redrive_then_drop)
+    result = await Retention(store, RetentionConfig(days=90)).run_once()
+
+    (redrive,) = redrives
+    try:
+        accepted = (await redrive).execution_ids
+    except NotFoundError:  # it waited for the drop, then found no execution: refused, so nothing accepted is lost
+        accepted = []
+    if accepted:
+        assert await store.execution_get(failed) is not None, "redriven, then dropped with its partition"
+        assert result.kept == [expired]
+    else:
+        assert result.dropped == [expired]
+
+
+async def test_retention_never_moves_a_backfilled_execution_while_it_runs(
+    store: Store, queue: DelayQueue, config: Config, make_worker: Callable[..., Worker], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A backfill of a day with no partition writes into the default partition; a retention pass
+    while its handler runs, with a heartbeat sent while the pass's transaction is open, leaves the
+    row where it is (no lease lost, one attempt) and moves it into its day once it is final."""
+    retention = Retention(store, RetentionConfig(days=7))
+    await retention.run_once()  # yesterday and the days ahead exist: the pass below has only the backfilled day to judge
+    jobs = Jobs(store, queue, config)
+    job, _ = await jobs.create(JobSpec(task="test.retention_sleeps", cron="0 * * * *", params={"s": 2.0}))
+    day = await today(store) - timedelta(days=10)
+    start = datetime.combine(day, datetime.min.time(), UTC) + timedelta(hours=10)
+    (backfilled,) = (await jobs.backfill(job.id, start, start + timedelta(hours=1))).created
+    assert await partition_of(store, backfilled.id) == "executions_default"
+    worker = make_worker(lease_s=3.0)  # heartbeats time out after 1 s
+    heartbeats: list[asyncio.Task[int]] = []
+    partition_days = Store.partition_days
+
+    async def heartbeat_inside_the_pass(self: Store) -> list[date]:
+        if not heartbeats:  # the partitions are ensured, the pass's transaction not yet committed
+            heartbeats.append(asyncio.create_task(worker.heartbeat_once()))
+            await asyncio.wait(heartbeats, timeout=0.5)
+        return await partition_days(self)
+
+    monkeypatch.setattr(Store, "partition_days", heartbeat_inside_the_pass)
+    await wait_for(lambda: _started(worker, store, backfilled.id))
+    during = await retention.run_once()
+    await heartbeats[0]
+    await settle(worker)
+
+    assert worker.stats.lease_lost == 0
+    finished = await store.execution_get(backfilled.id)
+    assert finished is not None and (finished.status, finished.attempt) == ("succeeded", 1)
+    assert await store.db.fetchval("SELECT count(*) FROM attempts WHERE execution_id = $1 AND outcome <> 'succeeded'",
+                                   backfilled.id) == 0  # fmt: skip
+    assert during.deferred == [day]
+    after = await retention.run_once()  # final now: moved into its day, and that day, past the retention, dropped
+    assert day in after.created and day in after.dropped
+
+
+async def _started(worker: Worker, store: Store, execution_id: uuid.UUID) -> bool:
+    await worker.run_once()
+    execution = await store.execution_get(execution_id)
+    return execution is not None and execution.status == "running"

@@ -24,6 +24,12 @@ LIMIT $3;
 -- Lock one live job for a change of state (pause, resume, delete, materialise on create).
 SELECT * FROM jobs WHERE id = $1 AND deleted_at IS NULL FOR UPDATE;
 
+-- name: job_lock_shared
+-- Hold one job (deleted ones too) against pause, resume and delete until the commit, for a write
+-- judged on its state (trigger, backfill). FOR SHARE: two triggers of one job do not wait on
+-- each other, and a pause or delete that waited cancels what was written.
+SELECT * FROM jobs WHERE id = $1 FOR SHARE;
+
 -- name: job_set_enabled
 -- Pause or resume; resuming restarts the cursor at $3 (now), so a pause is never caught up.
 -- Pausing records the note ($4) and who paused ($5); resuming clears them.

@@ -9,7 +9,8 @@ SELECT set_config('lock_timeout', $1, true) AS lock_timeout,
 
 -- name: partition_ensure
 -- Create UTC day $1's executions and attempts partitions (moving in rows waiting in the default
--- partitions); true when created, false when they existed.
+-- partitions); true when created, false when they existed, NULL when the day's rows in the
+-- default partition include queued or running ones (it waits there until they are final).
 SELECT schedulerd_ensure_partition($1);
 
 -- name: partition_days
@@ -24,6 +25,11 @@ ORDER BY 1;
 SELECT DISTINCT (scheduled_for AT TIME ZONE 'UTC')::date AS day FROM executions_default
 WHERE scheduled_for < ($1::date)::timestamp AT TIME ZONE 'UTC'
 ORDER BY 1;
+
+-- name: partition_lock
+-- Inside a transaction: lock UTC day $1's partitions against writers until the commit and count
+-- its executions not yet final (NULL: no partition). Drop in the same transaction when 0.
+SELECT schedulerd_lock_partition($1);
 
 -- name: partition_drop
 -- Drop UTC day $1's executions and attempts partitions.
