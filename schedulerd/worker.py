@@ -245,6 +245,13 @@ class Worker:
             metrics.attempts(task).inc(count)  # per batch: each inc takes a lock
         for claim in claims:
             metrics.start_lag(claim.task).observe(max(0.0, (claim.started_at - claim.due_at).total_seconds()))
+            older = self.running.get(claim.id)
+            if older is not None and older.claim.fence < claim.fence and older.task is not None and older.stopped is None:
+                # A newer fence for an execution this worker still runs (the fallback claim found
+                # its lease reclaimed): that older attempt can write nothing more, stop it now.
+                older.stopped = "lease_lost"
+                self.stats.lease_lost += 1
+                older.task.cancel()
             running = _Running(claim)
             self.running[claim.id] = running
             running.task = asyncio.create_task(self._execute(running))  # unnamed: naming cost 4% of a busy worker
@@ -306,7 +313,8 @@ class Worker:
         except Exception as exc:
             outcome, error, detail = AttemptOutcome.FAILED, describe_error(exc), describe_detail(getattr(exc, "detail", None))
         finally:
-            self.running.pop(claim.id, None)
+            if self.running.get(claim.id) is running:  # not a newer attempt of the same execution
+                del self.running[claim.id]
             self.admission.finished(claim)
             metrics.IN_FLIGHT.set(len(self.running))
             self._slot_free.set()
@@ -325,6 +333,12 @@ class Worker:
         then = after_attempt(outcome, claim.attempt, policy, horizon_s=self.horizon_s, permanent=permanent,
                              retry_after_s=retry_after_s, rng=self.rng)  # fmt: skip
         status, delay_s = ExecutionStatus(then.status), then.delay_s
+        newer = self._outcomes.get(claim.id)
+        if newer is not None and newer.fence > claim.fence:
+            # A later attempt of this execution already holds its outcome here: this one's fence
+            # is gone and its write would be refused, and it must not take the later one's place.
+            log.warning("worker.outcome_superseded", execution_id=str(claim.id), fence=claim.fence, held_fence=newer.fence)
+            return
         self._outcomes[claim.id] = Outcome(
             claim.id, claim.fence, claim.task, status, outcome, error, delay_s, detail,
             params=claim.params,
@@ -403,16 +417,23 @@ class Worker:
             return []
 
     async def heartbeat_once(self) -> int:
-        """Extend every held lease in one statement; cancel handlers whose lease was lost."""
+        """Extend every held lease in one statement; cancel handlers whose lease was lost.
+
+        The answer is about the fences sent, not about ids: while it is awaited, the attempt it
+        judged may finish and the same worker claim the execution's next attempt (a newer fence).
+        Applied to that one, "lease lost" would kill a healthy attempt, so an answer is applied
+        only where the fence held now is the fence it was sent with."""
         # Outcomes waiting to be written are held too: a slow finish must not let their lease expire.
-        held = {r.claim.id: r.claim.fence for r in self.running.values()}
-        held.update((o.execution_id, o.fence) for o in self._outcomes.values())
+        held = {o.execution_id: o.fence for o in self._outcomes.values()}
+        for running in self.running.values():  # the newest fence of an id is the one still to extend
+            if running.claim.fence >= held.get(running.claim.id, 0):
+                held[running.claim.id] = running.claim.fence
         if not held:
             return 0
         alive = await self.store.execution_heartbeat_many(list(held.items()), self.config.lease_s, timeout_s=self.write_timeout_s)
-        for execution_id in held:
+        for execution_id, fence in held.items():
             running = self.running.get(execution_id)
-            if running is None or running.task is None or running.stopped is not None:
+            if running is None or running.claim.fence != fence or running.task is None or running.stopped is not None:
                 continue
             if execution_id not in alive:
                 running.stopped = "lease_lost"
