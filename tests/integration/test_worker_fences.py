@@ -119,7 +119,7 @@ async def count_overlap(ctx: TaskContext, params: dict[str, Any]) -> None:
     running_now[ctx.execution_id] = running_now.get(ctx.execution_id, 0) + 1
     most_at_once[ctx.execution_id] = max(most_at_once.get(ctx.execution_id, 0), running_now[ctx.execution_id])
     try:
-        await asyncio.sleep(params["seconds"])
+        await asyncio.sleep(params["first_s"] if ctx.attempt == 1 else params["then_s"])
     finally:
         running_now[ctx.execution_id] -= 1
 
@@ -131,7 +131,7 @@ async def test_a_newer_fence_claimed_by_the_same_worker_stops_the_older_attempt(
     straight from Postgres (Redis unreachable) takes attempt 2. The older handler is stopped
     rather than left running beside it, its exit does not drop attempt 2 from what the worker
     holds, and attempt 2's lease is the one the heartbeat extends."""
-    _, execution = await make_job("test.count_overlap", params={"seconds": 1.0}, max_attempts=3)
+    _, execution = await make_job("test.count_overlap", params={"first_s": 30.0, "then_s": 0.3}, max_attempts=3)
     worker = make_worker("worker-a")
     assert await worker.run_once() == 1
     first = worker.running[execution.id]
