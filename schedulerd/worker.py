@@ -135,13 +135,13 @@ class Worker:
 
     async def run_once(self) -> int:
         """Pop and claim up to the free capacity; start the handlers. Returns how many started."""
+        if self._taken:  # an error stopped their admission last time: they go back first
+            await self._hand_back_taken()
         # Slow tasks run in a pool of their own: only the main pool's room decides how much to pop.
         free = self.config.concurrency - self._main_running()
         if free <= 0:
             return 0
         limit = min(free, self.config.batch_size)
-        if self._taken:  # an error stopped their admission last time
-            await self._hand_back_taken()
         if self.redis_down_since is not None and time.monotonic() < self._next_redis_probe:
             return await self._admit(await self._claim_due(limit))
         try:
