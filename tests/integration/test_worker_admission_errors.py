@@ -63,7 +63,7 @@ async def test_a_park_that_fails_once_hands_the_batch_back(make_job, make_worker
     """The task's limit parks two of three claimed executions; that park raises (the connection
     broke). Every one of the three goes back unrun and each then runs once, max_attempts 1."""
     executions = [(await make_job("sleep", params={"seconds": 0.05}, max_attempts=1))[1] for _ in range(3)]
-    worker = make_worker(task_concurrency={"sleep": 1}, defer_s=0.2)
+    worker = make_worker("admission-worker", task_concurrency={"sleep": 1}, defer_s=0.2)
     calls = _fail_once(monkeypatch, store, "execution_park_many", ConnectionResetError("connection reset by peer"))
 
     await _assert_all_ran_once(store, await _drive(worker, store, sweeper, [e.id for e in executions]))
@@ -78,7 +78,7 @@ async def test_a_probe_that_fails_once_hands_the_batch_back(make_job, store, que
     assert await breakers.record_outcomes({"noop": (False, 3)}, 3, 0.2) == [("noop", "open")]
     await asyncio.sleep(0.3)  # open for 0.2 s: a probe is due
     worker = Worker(
-        store, queue, replace(config.worker), "worker-a", horizon_s=300,
+        store, queue, replace(config.worker), "admission-worker", horizon_s=300,
         breaker_config=BreakerConfig(failures=3, open_s=0.2, recheck_s=0.05, probe_timeout_s=5.0),
     )  # fmt: skip
     try:
@@ -96,7 +96,7 @@ async def test_claims_stay_held_while_the_hand_back_fails_and_go_back_once_it_su
     claims are held meanwhile (the heartbeat extends their leases, so the sweeper does not
     charge them), and the first pop after Postgres answers hands them back; each runs once."""
     executions = [(await make_job("sleep", params={"seconds": 0.05}, max_attempts=1))[1] for _ in range(3)]
-    worker = make_worker(task_concurrency={"sleep": 1}, defer_s=0.2)
+    worker = make_worker("admission-worker", task_concurrency={"sleep": 1}, defer_s=0.2)
     real_park = store.execution_park_many
 
     async def broken(*args: Any, **kwargs: Any) -> Any:

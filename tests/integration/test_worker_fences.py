@@ -57,7 +57,7 @@ async def test_a_stale_heartbeat_answer_does_not_cancel_the_next_attempt(make_jo
     written and the same worker claims attempt 2 (fence 2). The UPDATE then matches nothing
     (fence 1 is gone): that says attempt 1 lost its lease, not attempt 2, which must run on."""
     _, execution = await make_job("test.fail_first_then_sleep", params={"seconds": 0.6}, max_attempts=2)
-    worker = make_worker("worker-a")
+    worker = make_worker("fence-worker")
     assert await worker.run_once() == 1
     await asyncio.gather(*(r.task for r in worker.running.values() if r.task is not None))
     assert worker._outcomes[execution.id].fence == 1  # attempt 1 failed; its outcome is held
@@ -87,7 +87,7 @@ async def test_a_stale_cancel_request_does_not_stop_the_next_attempt(make_job, m
     answer is applied, attempt 1 has failed and attempt 2 is running. The request was about
     attempt 1: attempt 2 is not cancelled."""
     _, execution = await make_job("test.fail_first_then_sleep", params={"seconds": 0.6}, max_attempts=2)
-    worker = make_worker("worker-a")
+    worker = make_worker("fence-worker")
     assert await worker.run_once() == 1
     await asyncio.gather(*(r.task for r in worker.running.values() if r.task is not None))
 
@@ -132,10 +132,11 @@ async def test_a_newer_fence_claimed_by_the_same_worker_stops_the_older_attempt(
     rather than left running beside it, its exit does not drop attempt 2 from what the worker
     holds, and attempt 2's lease is the one the heartbeat extends."""
     _, execution = await make_job("test.count_overlap", params={"first_s": 30.0, "then_s": 0.3}, max_attempts=3)
-    worker = make_worker("worker-a")
+    worker = make_worker("fence-worker")
     assert await worker.run_once() == 1
     first = worker.running[execution.id]
-    await store.db.execute("UPDATE executions SET lease_until = now() - interval '1 second' WHERE id = $1", execution.id)
+    # Expired long ago: past the grace a replica still reporting itself alive keeps its leases.
+    await store.db.execute("UPDATE executions SET lease_until = now() - interval '1 hour' WHERE id = $1", execution.id)
     assert (await sweeper.run_once()).reclaimed == 1
     await asyncio.sleep(0.25)  # past the reclaim's jittered retry delay (base 0.2 s here)
 
