@@ -14,10 +14,12 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
-from itertools import islice
+from itertools import count, islice
 from pathlib import Path
 from typing import Any, TypeVar
 from uuid import UUID
+
+import structlog
 
 from schedulerd import config as config_module
 from schedulerd.clock import ServerClock
@@ -36,6 +38,11 @@ __all__ = ["Client", "SyncClient", "JobRequest", "Enqueued", "EnqueuedExecution"
 
 BATCH_SIZE = 2000  # items per transaction in enqueue_many (measured: 1,000 -> 25,062/s, 2,000 -> 25,961/s, 4,000 -> 26,529/s)
 BATCHES_IN_FLIGHT = 3  # enqueue_many's transactions at once (Postgres writes while the next batches are validated)
+# Executions enqueued inside applications' transactions kept for flush(), all connections together.
+# Past it the earliest are let go: each is a pending row the dispatcher queues within
+# [dispatcher].interval_s once its transaction commits (and nothing, if it rolled back).
+UNFLUSHED_MAX = 10_000
+log = structlog.get_logger("schedulerd.client")
 FINAL = frozenset({ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED, ExecutionStatus.SKIPPED, ExecutionStatus.CANCELLED})
 Duration = float | int | timedelta | str  # seconds, a timedelta, or "30s" / "5m" / "1h30m"
 T = TypeVar("T")
@@ -159,8 +166,12 @@ class Client:
         self.task_types = TaskTypes(store, config.jobs.task_types_seen_within_s)
         self.intake = Intake(store, queue, config, self.task_types, self.clock)
         self.shared = SharedBatches(self.intake)  # concurrent enqueue calls share transactions
-        # Executions enqueued inside an application's transaction, not yet in Redis, by connection.
-        self._unflushed: dict[int, list[Enqueue]] = {}
+        # Executions enqueued inside an application's transaction, not yet in Redis, by connection,
+        # each numbered in the order held; at most unflushed_max of them (UNFLUSHED_MAX).
+        self._unflushed: dict[int, collections.deque[tuple[int, Enqueue]]] = {}
+        self._unflushed_count = 0
+        self._unflushed_seq = count()
+        self.unflushed_max = UNFLUSHED_MAX
 
     @classmethod
     async def connect(
@@ -200,7 +211,8 @@ class Client:
         connection: an asyncpg connection inside the application's transaction: the job exists
         only if that transaction commits. Use `async with client.transaction(conn)` (or call
         `flush()` after the commit) to put it in Redis at once; otherwise the dispatcher does
-        within [dispatcher].interval_s."""
+        within [dispatcher].interval_s (as it does for the earliest of those held for flush()
+        past UNFLUSHED_MAX)."""
         request = {"task": task, "params": params, **options}
         if connection is not None:
             (result,) = await self._create([request], connection)
@@ -277,13 +289,31 @@ class Client:
 
         results, unflushed = await self.intake.create_numbered(numbered(), connection=connection)
         if unflushed and connection is not None:
-            self._unflushed.setdefault(id(connection), []).extend(unflushed)
+            self._hold(id(connection), unflushed)
         for i, result in enumerate(results):
             if isinstance(result, Refused) and result.field in _ARGUMENT_OF and result.index not in as_given:
                 results[i] = Refused(result.index, _ARGUMENT_OF[result.field], result.message, result.code, result.limit)
         if refused:
             results = sorted([*results, *refused], key=lambda r: r.index)
         return results
+
+    def _hold(self, key: int, entries: list[Enqueue]) -> None:
+        """Keep entries for flush(); past unflushed_max, let the earliest held go (the dispatcher
+        queues them), so an application that never flushes does not grow without bound."""
+        self._unflushed.setdefault(key, collections.deque()).extend(zip(self._unflushed_seq, entries))
+        self._unflushed_count += len(entries)
+        dropped = 0
+        while self._unflushed_count > self.unflushed_max:
+            # The earliest held is at the head of one connection's deque (a few connections: a scan).
+            oldest_key = min(self._unflushed, key=lambda k: self._unflushed[k][0][0])
+            held = self._unflushed[oldest_key]
+            held.popleft()
+            self._unflushed_count -= 1
+            dropped += 1
+            if not held:
+                del self._unflushed[oldest_key]
+        if dropped:
+            log.info("client.unflushed_let_go", count=dropped, held=self._unflushed_count, limit=self.unflushed_max)
 
     @contextlib.asynccontextmanager
     async def transaction(self, connection: Connection) -> AsyncIterator[Connection]:
@@ -299,7 +329,8 @@ class Client:
         connection, or all) that have committed since; returns how many. Rolled-back ones are
         dropped: Postgres is asked which exist."""
         keys = [id(connection)] if connection is not None else list(self._unflushed)
-        entries = [e for key in keys for e in self._unflushed.pop(key, [])]
+        entries = [e for key in keys for _, e in self._unflushed.pop(key, ())]
+        self._unflushed_count -= len(entries)
         if not entries:
             return 0
         committed = await self.store.execution_committed([e.execution_id for e in entries])

@@ -45,7 +45,7 @@ class EmbeddedConfig:
 @dataclass(frozen=True)
 class DaemonConfig:
     roles: tuple[str, ...] = ("materialiser", "dispatcher", "worker", "sweeper", "retention")
-    worker_id: str = ""  # empty: "<hostname>:<pid>"
+    worker_id: str = ""  # empty: "<hostname>:<pid>"; unique per live process (a duplicate refuses to start)
     task_modules: tuple[str, ...] = ()
     migrate_on_start: bool = True
     observe_interval_s: float = 5.0  # how often gauges are sampled and this replica reports itself alive

@@ -2,7 +2,7 @@
 
 Transient Postgres/Redis errors are retried with capped exponential backoff inside each loop
 (a restarting server must not crash-loop the fleet); anything else stops the process so systemd
-restarts it (fail fast).
+restarts it (fail fast). A process refuses to start beside a live one holding its worker id.
 """
 
 from __future__ import annotations
@@ -11,8 +11,10 @@ import asyncio
 import gc
 import os
 import signal
-from collections.abc import Callable
+import socket
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +23,9 @@ import structlog
 from schedulerd import clock, health, systemd, task_types, tzchange, tzdb
 from schedulerd.config import Config
 from schedulerd.dispatcher import Dispatcher
+from schedulerd.errors import DuplicateWorkerError
 from schedulerd.materialiser import Materialiser
-from schedulerd.observer import Observer
+from schedulerd.observer import VERSION, Observer, replica_roles
 from schedulerd.queue import DelayQueue
 from schedulerd.retention import Retention
 from schedulerd.store import Store, migrate
@@ -70,9 +73,17 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
             log.info("daemon.migrated", applied=applied)
     store = await Store.connect(servers.database_url, min_size=config.database.pool_min, max_size=config.database.pool_max,
                                 read_url=config.database.read_url)
+    worker_id = config.daemon.resolved_worker_id()
+    try:
+        # Before anything runs: a second live process with this id would adopt this one's rows.
+        await claim_worker_id(
+            store, worker_id, replica_roles(config), VERSION, datetime.now(UTC), down_after_s=config.late.down_after_s
+        )
+    except BaseException:
+        await store.close()
+        raise
     await clock.report_skew(store)  # a host clock far from Postgres's is worth a warning (nothing depends on it)
     queue = DelayQueue.from_config(servers.redis_url, config.redis)
-    worker_id = config.daemon.resolved_worker_id()
     if "worker" in config.daemon.roles:  # before anything runs: producers check task names against these
         await task_types.report(store, worker_id)
     services: dict[str, Any] = {}
@@ -141,6 +152,60 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
         await queue.close()
         await store.close()
         log.info("daemon.stopped", worker_id=worker_id)
+
+
+WORKER_ID_TRIES = 3  # another process reporting between the read and the upsert makes us judge again
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this host."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def judge_worker_id(
+    row: dict[str, Any] | None, hostname: str, pid: int, down_after_s: float, alive: Callable[[int], bool] = pid_alive
+) -> str | None:
+    """Why `row` (the replica registered under our id) forbids starting, or None. It does not when
+    there is none, when it has been silent for down_after_s (as the sweeper judges replicas), or
+    when it is this host's and its process is gone (a restart: systemd's, or a container's pid 1).
+
+    >>> judge_worker_id({"hostname": "a", "pid": 7, "seen_ago_s": 0.4}, "b", 9, 15.0)
+    'a pid 7, seen 0.4 s ago'
+    """
+    if row is None or row["seen_ago_s"] >= down_after_s:
+        return None
+    if row["hostname"] == hostname and (row["pid"] == pid or not alive(row["pid"])):
+        return None
+    return f"{row['hostname']} pid {row['pid']}, seen {row['seen_ago_s']:.1f} s ago"
+
+
+async def claim_worker_id(
+    store: Store, worker_id: str, roles: Sequence[str], version: str, started_at: datetime, *, down_after_s: float,
+    hostname: str | None = None, pid: int | None = None,
+) -> None:  # fmt: skip
+    """Register this process (on `hostname`, as `pid`: this host's and this process's unless
+    given) under worker_id, or raise DuplicateWorkerError naming the live one: two processes
+    with one id would adopt each other's rows at the same fence (Worker._claim)."""
+    hostname, pid = hostname or socket.gethostname(), pid or os.getpid()
+    for _ in range(WORKER_ID_TRIES):
+        row = await store.replica_get(worker_id)
+        holder = judge_worker_id(row, hostname, pid, down_after_s)
+        if holder is not None:
+            raise DuplicateWorkerError(
+                f"[daemon].worker_id {worker_id!r} is in use by a live replica ({holder}); two processes with one "
+                f"worker id would take over each other's executions. Give each process its own worker_id (empty: "
+                f"<hostname>:<pid>), or start this one at least {down_after_s:g} s after the other stopped"
+            )
+        seen_at = row["last_seen_at"] if row is not None else None
+        if await store.replica_claim(worker_id, hostname, pid, roles, version, started_at, seen_at=seen_at):
+            return
+    raise DuplicateWorkerError(f"[daemon].worker_id {worker_id!r} is being taken by another process starting now")
 
 
 def loop_budgets(config: Config, services: dict[str, Any]) -> dict[str, float]:

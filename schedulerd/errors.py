@@ -26,3 +26,8 @@ class NotFoundError(SchedulerdError):
 
 class SchemaError(SchedulerdError):
     """The database lacks migrations this code needs (run `schedulerd migrate`, or start the daemon)."""
+
+
+class DuplicateWorkerError(SchedulerdError):
+    """Another live process holds this replica's [daemon].worker_id: two with one id would take
+    over each other's executions at the same fence."""

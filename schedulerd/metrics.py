@@ -62,7 +62,7 @@ def finished(task: str, outcome: str) -> Counter:
 # Protection under load (per-task limits, circuit breakers).
 PARKED = Counter(
     "schedulerd_executions_parked_total",
-    "Claimed executions handed back unrun, attempt not used (task_limit, breaker_open), by task and reason",
+    "Claimed executions handed back unrun, attempt not used (task_limit, breaker_open, admit_error), by task and reason",
     ["task", "reason"],
 )
 BREAKER_OPEN = Gauge(

@@ -1,6 +1,7 @@
 """Parking: claimed executions handed back without running (a task over its concurrency limit, an
-open circuit breaker), queued again after a delay with their attempt not used up. Lost writes
-fall back to the lease expiry (the sweeper), a lost ZADD to the sweeper or the fallback claim."""
+open circuit breaker, an error while admitting them), queued again after a delay with their
+attempt not used up. Lost writes fall back to the lease expiry (the sweeper), a lost ZADD to the
+sweeper or the fallback claim."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ class Parking:
 
     async def park(self, claims: Sequence[Claim], delays_s: Sequence[float], reason: str) -> None:
         """Queue `claims` again after their delays (s), no attempt recorded; `reason`
-        (task_limit | breaker_open) says why."""
+        (task_limit | breaker_open, or admit_error: admission failed on the way) says why."""
         back, newly_late = await self.store.execution_park_many(
             [(c.id, c.fence) for c in claims], delays_s, reason, late_grace_s=self.late_grace_s
         )

@@ -118,6 +118,9 @@ class Worker:
         # Outcomes recorded but not yet written, by execution. Each stays held (its lease is
         # extended by the heartbeat) until its write commits or its fence is refused.
         self._outcomes: dict[UUID, Outcome] = {}
+        # Claims committed but neither started nor handed back yet: held (the heartbeat extends
+        # their leases, the pop does not take them again) until admission settles each one.
+        self._taken: dict[UUID, Claim] = {}
         self._outcome_ready = asyncio.Event()
         self._closing = False  # set after the drain: the finish loop writes what is left and returns
         self.redis_down_since: float | None = None  # monotonic time Redis stopped answering, if it has
@@ -132,6 +135,8 @@ class Worker:
 
     async def run_once(self) -> int:
         """Pop and claim up to the free capacity; start the handlers. Returns how many started."""
+        if self._taken:  # an error stopped their admission last time: they go back first
+            await self._hand_back_taken()
         # Slow tasks run in a pool of their own: only the main pool's room decides how much to pop.
         free = self.config.concurrency - self._main_running()
         if free <= 0:
@@ -166,11 +171,14 @@ class Worker:
             self.stats.known_epoch = pop.epoch
         # An id this worker already holds (a duplicate queue entry) is never claimed again by it:
         # that is what makes adopting rows running under its own id safe (_claim).
-        popped = [i for i in pop.execution_ids if (held := UUID(i)) not in self.running and held not in self._outcomes]
+        popped = [
+            i for i in pop.execution_ids
+            if (held := UUID(i)) not in self.running and held not in self._outcomes and held not in self._taken
+        ]  # fmt: skip
         if not popped:
             return 0
         try:
-            claims = await self._claim(popped, pop.at)
+            claims = self._take(await self._claim(popped, pop.at))
         except BaseException:
             # The ids left Redis but nobody owns them: put them back rather than wait for the sweeper.
             await self._give_back(pop, popped)
@@ -186,7 +194,7 @@ class Worker:
                 judged = await overlap_claims.claim_guarded(
                     self.store, missed, self.config.lease_s, self.worker_id, due_by=pop.at, **self._claim_terms
                 )
-                claims, settled = claims + judged.claims, judged.settled
+                claims, settled = claims + self._take(judged.claims), judged.settled
                 if len(judged.claims) + judged.settled < len(missed):  # some are not explained yet
                     started = {str(c.id) for c in judged.claims}
                     settled += await self._give_back_early(pop, [i for i in missed if i not in started])
@@ -238,21 +246,65 @@ class Worker:
         """The fallback while Redis is unreachable: claim due rows straight from Postgres."""
         lease_s, worker, terms = self.config.lease_s, self.worker_id, self._claim_terms
         claims, guarded = await self.store.execution_claim_due(limit, lease_s, worker, **terms)
-        return claims + (await overlap_claims.claim_guarded(self.store, guarded, lease_s, worker, **terms)).claims
+        claims = self._take(claims)
+        return claims + self._take((await overlap_claims.claim_guarded(self.store, guarded, lease_s, worker, **terms)).claims)
+
+    def _take(self, claims: list[Claim]) -> list[Claim]:
+        """Hold claims that have just committed until admission starts or hands back each one."""
+        self._taken.update((claim.id, claim) for claim in claims)
+        return claims
+
+    def _settled(self, claims: list[Claim]) -> None:
+        for claim in claims:
+            if self._taken.get(claim.id) is claim:
+                del self._taken[claim.id]
 
     def _main_running(self) -> int:
         return len(self.running) - self.admission.slow_running
 
     async def _admit(self, claims: list[Claim]) -> int:
-        """Start the claims admission lets through; it parks the rest. Returns how many started."""
+        """Start the claims admission lets through; it parks the rest. Returns how many started.
+        Should admission fail on the way (a probe taken in Redis, a park written in Postgres),
+        every claim of the batch is handed back unrun instead (_hand_back_taken): the park is
+        fenced, so one it already parked is left as it is, and none has started yet."""
         # The claim recorded why first attempts past their grace were late; count them here.
         for reason, count in collections.Counter(c.marked_late for c in claims if c.marked_late).items():
             metrics.LATE.labels(reason).inc(count)
         pop = self.stats.last_pop
         now_ms = pop.now_ms if pop is not None else int(time.time() * 1000)
-        started = self._start(await self.admission.admit(claims, now_ms))
-        self.stats.parked = self.parking.parked
-        return len(started)
+        try:
+            admitted = await self.admission.admit(claims, now_ms)
+        except Exception as exc:
+            log.warning("worker.admit_failed", count=len(claims), error=f"{type(exc).__name__}: {exc}")
+            await self._hand_back_taken()
+            return 0
+        finally:
+            self.stats.parked = self.parking.parked
+        self._settled(claims)
+        return len(self._start(admitted))
+
+    async def _hand_back_taken(self) -> None:
+        """Queue again, due now, every claim taken but neither started nor parked: no handler
+        could have run, so the attempt is not used (the park statement, reason admit_error). A
+        failing write is tried again within a fraction of a second; should it keep failing, the
+        claims stay held (the heartbeat extends their leases) and the next pop tries again."""
+        for tries in itertools.count(1):
+            taken = list(self._taken.values())
+            if not taken:
+                return
+            try:
+                await self.parking.park(taken, [0.0] * len(taken), "admit_error")
+            except TRANSIENT_ERRORS as exc:
+                if tries >= CLAIM_TRIES:
+                    raise
+                log.warning("worker.hand_back.retrying", count=len(taken), error=f"{type(exc).__name__}: {exc}")
+                await asyncio.sleep(self._retry_in_s(tries))
+                continue
+            finally:
+                self.stats.parked = self.parking.parked
+            self._settled(taken)
+            log.info("worker.handed_back_unrun", count=len(taken))
+            return
 
     def _start(self, claims: list[Claim]) -> list[Claim]:
         self.stats.claimed += len(claims)
@@ -260,6 +312,13 @@ class Worker:
             metrics.attempts(task).inc(count)  # per batch: each inc takes a lock
         for claim in claims:
             metrics.start_lag(claim.task).observe(max(0.0, (claim.started_at - claim.due_at).total_seconds()))
+            older = self.running.get(claim.id)
+            if older is not None and older.claim.fence < claim.fence and older.task is not None and older.stopped is None:
+                # A newer fence for an execution this worker still runs (the fallback claim found
+                # its lease reclaimed): that older attempt can write nothing more, stop it now.
+                older.stopped = "lease_lost"
+                self.stats.lease_lost += 1
+                older.task.cancel()
             running = _Running(claim)
             self.running[claim.id] = running
             running.task = asyncio.create_task(self._execute(running))  # unnamed: naming cost 4% of a busy worker
@@ -321,7 +380,8 @@ class Worker:
         except Exception as exc:
             outcome, error, detail = AttemptOutcome.FAILED, describe_error(exc), describe_detail(getattr(exc, "detail", None))
         finally:
-            self.running.pop(claim.id, None)
+            if self.running.get(claim.id) is running:  # not a newer attempt of the same execution
+                del self.running[claim.id]
             self.admission.finished(claim)
             metrics.IN_FLIGHT.set(len(self.running))
             self._slot_free.set()
@@ -340,6 +400,12 @@ class Worker:
         then = after_attempt(outcome, claim.attempt, policy, horizon_s=self.horizon_s, permanent=permanent,
                              retry_after_s=retry_after_s, rng=self.rng)  # fmt: skip
         status, delay_s = ExecutionStatus(then.status), then.delay_s
+        newer = self._outcomes.get(claim.id)
+        if newer is not None and newer.fence > claim.fence:
+            # A later attempt of this execution already holds its outcome here: this one's fence
+            # is gone and its write would be refused, and it must not take the later one's place.
+            log.warning("worker.outcome_superseded", execution_id=str(claim.id), fence=claim.fence, held_fence=newer.fence)
+            return
         self._outcomes[claim.id] = Outcome(
             claim.id, claim.fence, claim.task, status, outcome, error, delay_s, detail,
             params=claim.params,
@@ -418,16 +484,27 @@ class Worker:
             return []
 
     async def heartbeat_once(self) -> int:
-        """Extend every held lease in one statement; cancel handlers whose lease was lost."""
+        """Extend every held lease in one statement; cancel handlers whose lease was lost.
+
+        The answer is about the fences sent, not about ids: while it is awaited, the attempt it
+        judged may finish and the same worker claim the execution's next attempt (a newer fence).
+        Applied to that one, "lease lost" would kill a healthy attempt, so an answer is applied
+        only where the fence held now is the fence it was sent with."""
         # Outcomes waiting to be written are held too: a slow finish must not let their lease expire.
-        held = {r.claim.id: r.claim.fence for r in self.running.values()}
-        held.update((o.execution_id, o.fence) for o in self._outcomes.values())
+        held = {o.execution_id: o.fence for o in self._outcomes.values()}
+        claims = itertools.chain(self._taken.values(), (r.claim for r in self.running.values()))
+        for claim in claims:  # the newest fence of an id is the one still to extend
+            if claim.fence >= held.get(claim.id, 0):
+                held[claim.id] = claim.fence
         if not held:
             return 0
         alive = await self.store.execution_heartbeat_many(list(held.items()), self.config.lease_s, timeout_s=self.write_timeout_s)
-        for execution_id in held:
+        for execution_id, fence in held.items():
+            taken = self._taken.get(execution_id)
+            if taken is not None and taken.fence == fence and execution_id not in alive:
+                del self._taken[execution_id]  # its lease was reclaimed: nothing left to hand back
             running = self.running.get(execution_id)
-            if running is None or running.task is None or running.stopped is not None:
+            if running is None or running.claim.fence != fence or running.task is None or running.stopped is not None:
                 continue
             if execution_id not in alive:
                 running.stopped = "lease_lost"
@@ -476,7 +553,7 @@ class Worker:
     async def _heartbeat_loop(self, stop: asyncio.Event) -> None:
         failures = 0
         health.tick("worker.heartbeat")  # nothing held yet, nothing failed
-        while not stop.is_set() or self.running or self._outcomes:
+        while not stop.is_set() or self.running or self._outcomes or self._taken:
             wait_s = self.config.heartbeat_s if failures == 0 else self._retry_in_s(failures)
             if stop.is_set():
                 await asyncio.sleep(wait_s)
@@ -524,6 +601,11 @@ class Worker:
         """After stop: let in-flight handlers finish within the grace, then hand the rest back
         (queued again at once, attempt not used up) so another replica takes them now rather
         than after their lease. If that write fails, the lease expiry still brings them back."""
+        if self._taken:
+            try:
+                await self._hand_back_taken()
+            except TRANSIENT_ERRORS as exc:
+                log.warning("worker.hand_back_failed", count=len(self._taken), error=str(exc))
         tasks = [r.task for r in self.running.values() if r.task is not None]
         if not tasks:
             return

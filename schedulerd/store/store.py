@@ -569,6 +569,18 @@ class Store:
     ) -> None:
         await self.db.execute(QUERIES["replica_report"], worker_id, hostname, pid, list(roles), version, started_at)
 
+    async def replica_get(self, worker_id: str) -> dict[str, Any] | None:
+        row = await self.db.fetchrow(QUERIES["replica_get"], worker_id)
+        return dict(row) if row is not None else None
+
+    async def replica_claim(
+        self, worker_id: str, hostname: str, pid: int, roles: Sequence[str], version: str, started_at: datetime,
+        *, seen_at: datetime | None,
+    ) -> bool:  # fmt: skip
+        """Register this replica under worker_id if its row still shows `seen_at` (None: no row)."""
+        row = await self.db.fetchrow(QUERIES["replica_claim"], worker_id, hostname, pid, list(roles), version, started_at, seen_at)
+        return row is not None
+
     async def replica_list(self, seen_within_s: float) -> list[dict[str, Any]]:
         return [dict(r) for r in await self.db.fetch(QUERIES["replica_list"], seen_within_s)]
 

@@ -279,3 +279,30 @@ async def test_concurrent_enqueues_share_transactions_and_keep_their_own_results
     assert sum(batches) == 200 and len(batches) < 200  # group commit: fewer transactions than calls
     assert await _count(store, "jobs") == 199 and await queue.depth() == 199
     assert [(await store.job_get(o.job_id)).params for o in created[:3]] == [{"i": 0}, {"i": 1}, {"i": 2}]  # type: ignore[union-attr]
+
+
+async def test_what_flush_would_add_is_bounded_when_flush_is_never_called(
+    client: Client, store: Store, queue: DelayQueue, database_url: str, config: Config
+) -> None:
+    """An application enqueueing inside its own transactions and never flushing: the client
+    holds at most unflushed_max executions for flush() (the earliest are let go), and those it
+    let go reach Redis all the same, through the dispatcher."""
+    client.unflushed_max = 5
+    connections = [await asyncpg.connect(database_url) for _ in range(3)]
+    try:
+        enqueued = []
+        for round_ in range(4):
+            for connection in connections:
+                async with connection.transaction():
+                    enqueued.append(await client.enqueue("noop", {"round": round_}, connection=connection))
+        assert len(enqueued) == 12
+        assert sum(len(entries) for entries in client._unflushed.values()) == 5
+    finally:
+        for connection in connections:
+            await connection.close()
+
+    assert await client.flush() == 5 and not client._unflushed
+    # The latest five were held; the earliest seven were let go.
+    assert [await _in_redis(queue, e.execution_id) for e in enqueued] == [False] * 7 + [True] * 5
+    await Dispatcher(store, queue, config.dispatcher).run_once()
+    assert all([await _in_redis(queue, e.execution_id) for e in enqueued])

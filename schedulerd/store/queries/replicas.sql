@@ -13,6 +13,22 @@ VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp())
 ON CONFLICT (worker_id) DO UPDATE SET hostname = excluded.hostname, pid = excluded.pid, roles = excluded.roles,
     version = excluded.version, started_at = excluded.started_at, last_seen_at = excluded.last_seen_at;
 
+-- name: replica_get
+-- The replica registered under worker id $1, if any, with how long ago it last reported.
+SELECT hostname, pid, started_at, last_seen_at, extract(epoch FROM clock_timestamp() - last_seen_at)::float8 AS seen_ago_s
+FROM replicas WHERE worker_id = $1;
+
+-- name: replica_claim
+-- A replica starting takes its worker id: registered as alive now, provided the row is as the
+-- caller judged it ($7: the last_seen_at it read, NULL when there was none). Returns nothing when
+-- another process with that id reported in between (the caller judges again).
+INSERT INTO replicas (worker_id, hostname, pid, roles, version, started_at, last_seen_at)
+VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp())
+ON CONFLICT (worker_id) DO UPDATE SET hostname = excluded.hostname, pid = excluded.pid, roles = excluded.roles,
+    version = excluded.version, started_at = excluded.started_at, last_seen_at = excluded.last_seen_at
+WHERE replicas.last_seen_at IS NOT DISTINCT FROM $7::timestamptz
+RETURNING worker_id;
+
 -- name: replica_list
 -- Replicas seen within the last $1 seconds, most recently started first.
 SELECT *, clock_timestamp() - last_seen_at AS seen_ago FROM replicas
