@@ -377,10 +377,13 @@ class Jobs:
 
     async def trigger(self, job_id: UUID, tenant: str | None = None) -> Execution:
         """Run a job once now, besides its schedule. Its slot is (this instant, origin trigger),
-        so it never takes a scheduled occurrence's place, even at the same instant."""
+        so it never takes a scheduled occurrence's place, even at the same instant. A paused job
+        is refused, as for backfill: a paused job starts nothing."""
         job = await self.get(job_id, tenant)
         if job.deleted_at is not None:
             raise ValidationError("id", f"job {job_id} is deleted")
+        if not job.enabled:  # its execution would be cancelled at the claim, never started
+            raise ValidationError("id", f"job {job_id} is paused; resume it before triggering")
         now = await self.store.clock_now()  # Postgres's: a skewed host must not make it due late or early
         (execution,) = await self.store.execution_insert_many(
             [(execution_id(now), job.id, job.tenant, now, now)], self.config.dispatcher.horizon_s, origin="trigger"
