@@ -406,13 +406,13 @@ class MinuteStats(BaseModel):
 
 
 class Overview(BaseModel):
-    """Fleet health (no other tenant's data) and this tenant's recent executions."""
+    """This tenant's queue, horizon and recent executions (nothing of other tenants)."""
 
     tenant: str
     now: datetime
-    queue_depth: int = Field(..., description="entries in the Redis delay queue, fleet-wide")
-    oldest_due_age_s: float | None = Field(None, description="how long the oldest due, unstarted execution has waited")
-    horizon_s: float | None = Field(None, description="how far ahead every enabled cron job is written")
+    queue_depth: int = Field(..., description="this tenant's entries in the Redis delay queue")
+    oldest_due_age_s: float | None = Field(None, description="how long this tenant's oldest due, unstarted execution has waited")
+    horizon_s: float | None = Field(None, description="how far ahead every enabled cron job of this tenant is written")
     window_s: float = Field(..., description="the span the next two fields cover")
     start_lag: StartLag
     runs_by_status: dict[str, int]
