@@ -282,8 +282,9 @@ class Execution(BaseModel):
     scheduled_for: datetime = Field(..., description="the occurrence's nominal instant")
     due_at: datetime = Field(..., description="when it may start next (a retry moves it)")
     status: Status
-    reason: str | None = Field(None, description="why it was skipped or cancelled (overlap: by the job's overlap "
-                               "policy), late_replay, or overlap_buffered (it waited for the previous run)")
+    reason: str | None = Field(None, description="why it was skipped or cancelled (paused, deleted: its job was, before "
+                               "it started or between two attempts; overlap: by the job's overlap policy), late_replay, "
+                               "or overlap_buffered (it waited for the previous run)")
     attempt: int = Field(..., description="attempts started so far")
     worker: str | None
     enqueued_at: datetime | None
