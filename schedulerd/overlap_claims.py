@@ -26,7 +26,7 @@ log = structlog.get_logger("schedulerd.overlap")
 @dataclass(frozen=True)
 class Judged:
     claims: list[Claim] = field(default_factory=list)  # started: run them
-    settled: int = 0  # skipped or made to wait (not claim conflicts)
+    settled: int = 0  # skipped, made to wait, or cancelled with their paused or deleted job (not claim conflicts)
 
 
 async def claim_guarded(
@@ -50,9 +50,14 @@ async def claim_guarded(
         skip: list[UUID] = []
         wait: list[UUID] = []
         cancel: list[UUID] = []
+        steered: set[UUID] = set()  # of paused or deleted jobs: cancelled by the claim, never started
         judged: list[tuple[UUID, str, bool, Verdict[UUID], bool]] = []  # logged and counted once committed
         for job_id, due in by_job.items():
             first = due[0]
+            if not first["enabled"]:  # paused or deleted since the unguarded claim: the claim cancels them
+                start += [r["id"] for r in due]
+                steered |= {r["id"] for r in due}
+                continue
             judge, stale = superseded(first["overlap"], first["running_for"], [(r["id"], r["scheduled_for"]) for r in due])
             verdict: Verdict[UUID] = decide(first["overlap"], first["busy"], first["waiting_id"], judge)
             if stale:
@@ -84,7 +89,7 @@ async def claim_guarded(
                 waiting=_text(verdict.wait), skipped=[str(i) for i in verdict.skip], cancel_requested=asked,
             )  # fmt: skip
     # A replaced waiting occurrence was not among the popped ids: only those count as settled.
-    return Judged(claims, len(settled & {r["id"] for r in rows}))
+    return Judged(claims, len((settled | steered) & {r["id"] for r in rows}))
 
 
 async def release(store: Store, job_ids: Sequence[UUID]) -> list[Enqueue]:

@@ -282,8 +282,9 @@ class Execution(BaseModel):
     scheduled_for: datetime = Field(..., description="the occurrence's nominal instant")
     due_at: datetime = Field(..., description="when it may start next (a retry moves it)")
     status: Status
-    reason: str | None = Field(None, description="why it was skipped or cancelled (overlap: by the job's overlap "
-                               "policy), late_replay, or overlap_buffered (it waited for the previous run)")
+    reason: str | None = Field(None, description="why it was skipped or cancelled (paused, deleted: its job was, before "
+                               "it started or between two attempts; overlap: by the job's overlap policy), late_replay, "
+                               "or overlap_buffered (it waited for the previous run)")
     attempt: int = Field(..., description="attempts started so far")
     worker: str | None
     enqueued_at: datetime | None
@@ -406,13 +407,13 @@ class MinuteStats(BaseModel):
 
 
 class Overview(BaseModel):
-    """Fleet health (no other tenant's data) and this tenant's recent executions."""
+    """This tenant's queue, horizon and recent executions (nothing of other tenants)."""
 
     tenant: str
     now: datetime
-    queue_depth: int = Field(..., description="entries in the Redis delay queue, fleet-wide")
-    oldest_due_age_s: float | None = Field(None, description="how long the oldest due, unstarted execution has waited")
-    horizon_s: float | None = Field(None, description="how far ahead every enabled cron job is written")
+    queue_depth: int = Field(..., description="this tenant's entries in the Redis delay queue")
+    oldest_due_age_s: float | None = Field(None, description="how long this tenant's oldest due, unstarted execution has waited")
+    horizon_s: float | None = Field(None, description="how far ahead every enabled cron job of this tenant is written")
     window_s: float = Field(..., description="the span the next two fields cover")
     start_lag: StartLag
     runs_by_status: dict[str, int]

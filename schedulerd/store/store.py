@@ -214,6 +214,11 @@ class Store:
         row = await self.db.fetchrow(QUERIES["job_horizon"])
         return row["horizon"], row["now"]
 
+    async def job_horizon_tenant(self, tenant: str) -> tuple[datetime | None, datetime]:
+        """(least-advanced cursor of this tenant's enabled cron jobs or None, Postgres's now)."""
+        row = await self.db.fetchrow(QUERIES["job_horizon_tenant"], tenant)
+        return row["horizon"], row["now"]
+
     # --- executions: writes on behalf of jobs ------------------------------------------------
 
     async def execution_insert_many(
@@ -562,6 +567,11 @@ class Store:
     async def execution_oldest_due(self) -> tuple[datetime | None, datetime]:
         """(earliest due time of an unstarted execution, fleet-wide, or None; Postgres's now)."""
         row = await self.db.fetchrow(QUERIES["execution_oldest_due"])
+        return row["oldest_due_at"], row["now"]
+
+    async def execution_oldest_due_tenant(self, tenant: str) -> tuple[datetime | None, datetime]:
+        """(earliest due time of this tenant's due, unstarted executions, or None; Postgres's now)."""
+        row = await self.db.fetchrow(QUERIES["execution_oldest_due_tenant"], tenant)
         return row["oldest_due_at"], row["now"]
 
     async def replica_report(

@@ -207,3 +207,23 @@ async def test_tenants_see_an_errors_type_and_message_not_the_traceback(client, 
     assert "worker.py" not in json.dumps(shown)
     # The operator keeps the traceback (the CLI reads the store; here, the store itself).
     assert (await store.execution_get(execution_id)).last_error == traceback
+
+
+async def test_the_overview_shows_a_tenant_only_its_own_queue(api, client: httpx.AsyncClient, make_tenant,
+                                                               store: Store) -> None:  # type: ignore[no-untyped-def]
+    """Queue depth, oldest due wait and horizon are the caller's own: another tenant's backlog
+    (or its existence) shows in none of them."""
+    soon = (datetime.now(UTC) + timedelta(seconds=120)).isoformat()
+    for _ in range(3):
+        assert (await client.post("/v1/jobs", json={"task": "noop", "run_at": soon})).status_code == 201
+    overdue = (await client.post("/v1/jobs", json={"task": "noop"})).json()["job"]["id"]  # due now; no worker runs here
+    await store.db.execute("UPDATE executions SET due_at = now() - interval '90 seconds' WHERE job_id = $1", uuid.UUID(overdue))
+    assert (await client.post("/v1/jobs", json={"task": "noop", "cron": "@hourly"})).status_code == 201
+    _, token_b = await make_tenant("quiet")
+
+    mine = (await client.get("/v1/overview")).json()
+    assert mine["queue_depth"] >= 4 and mine["oldest_due_age_s"] >= 90 and mine["horizon_s"] is not None
+    async with httpx.AsyncClient(base_url=api.url, headers={"Authorization": f"Bearer {token_b}"}) as b:
+        theirs = (await b.get("/v1/overview")).json()
+    assert (theirs["queue_depth"], theirs["oldest_due_age_s"], theirs["horizon_s"]) == (0, None, None)
+    assert theirs["runs_by_status"] == {} and theirs["tenant"].startswith("quiet")

@@ -241,7 +241,7 @@ async function overviewView() {
   const dueBars = Charts.bars("forecast-chart", "executions due next", forecast.windows.map((w) => ({
     label: w.window, title: `due within ${w.window}`, parts: [{ name: "due", value: w.due }] })));
   return `<h1>Operator view</h1><div class="cards" id="overview">
-    ${card("queue depth (fleet)", o.queue_depth)}${card("oldest due, waiting", seconds(o.oldest_due_age_s))}
+    ${card("queue depth", o.queue_depth)}${card("oldest due, waiting", seconds(o.oldest_due_age_s))}
     ${card("materialiser horizon", o.horizon_s == null ? "–" : `${(o.horizon_s / 3600).toFixed(2)} h`)}
     ${card("start lag p50", seconds(lag.p50_s))}${card("p90", seconds(lag.p90_s))}${card("p99", seconds(lag.p99_s))}
     ${card("max", seconds(lag.max_s))}</div>

@@ -69,6 +69,11 @@ WHERE j.id = c.id;
 SELECT min(materialised_to) AS horizon, clock_timestamp() AS now FROM jobs
 WHERE schedule_kind = 'cron' AND enabled AND deleted_at IS NULL;
 
+-- name: job_horizon_tenant
+-- job_horizon over one tenant's jobs ($1): what its overview shows, which says nothing of others'.
+SELECT min(materialised_to) AS horizon, clock_timestamp() AS now FROM jobs
+WHERE tenant = $1 AND schedule_kind = 'cron' AND enabled AND deleted_at IS NULL;
+
 -- name: job_page
 -- One tenant's jobs newest first, after the cursor ($3 created_at, $4 id); deleted ones when $2.
 SELECT * FROM jobs

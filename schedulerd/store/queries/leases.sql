@@ -20,6 +20,11 @@
 -- given: the clock that popped an id is the clock that judges it due, so a Redis host a few ms
 -- ahead of Postgres's never has a popped id refused as early. NULL (the Redis-down fallback, the
 -- guarded claim of its rows): Postgres's clock_timestamp(). Leases always use Postgres's clock.
+-- A row whose job is paused or deleted is not started: it is cancelled in the same statement
+-- (reason paused or deleted, as if the pause had found it queued), whatever its job's overlap
+-- policy, so a retry or a queued row that raced the pause never lingers, and is not returned
+-- (the worker counts it with the ids claimed by someone else). Read from the jobs row the
+-- statement joins anyway: a pause committed before the claim began is always seen.
 -- Rows are locked in id order (the `locked` CTE), as by every statement that writes several
 -- executions, so no two such statements can deadlock. The CTE looks rows up by id alone (no join
 -- to jobs): a join let the planner walk the (job_id, scheduled_for) index over a spike's single
@@ -33,21 +38,31 @@ WITH locked AS (
            OR $8 AND e.status = 'running' AND e.worker = $3)
     ORDER BY e.id FOR NO KEY UPDATE
 ), claimed AS (
-    UPDATE executions e SET status = 'running', attempt = e.attempt + (e.status <> 'running')::int,
-           fence = e.fence + (e.status <> 'running')::int,
-           lease_until = clock_timestamp() + make_interval(secs => $2), worker = $3,
-           started_at = clock_timestamp(), first_started_at = coalesce(e.first_started_at, clock_timestamp()),
-           late_reason = coalesce(l.marked_late, e.late_reason)
+    -- j.enabled is false for a deleted job too: deleting disables.
+    UPDATE executions e SET status = CASE WHEN j.enabled THEN 'running' ELSE 'cancelled' END,
+           attempt = CASE WHEN j.enabled THEN e.attempt + (e.status <> 'running')::int
+                          ELSE e.attempt - (e.status = 'running')::int END,
+           fence = e.fence + (j.enabled AND e.status <> 'running')::int,
+           lease_until = CASE WHEN j.enabled THEN clock_timestamp() + make_interval(secs => $2) END,
+           worker = CASE WHEN j.enabled THEN $3 ELSE e.worker END,
+           started_at = CASE WHEN j.enabled THEN clock_timestamp() ELSE e.started_at END,
+           first_started_at = CASE WHEN j.enabled THEN coalesce(e.first_started_at, clock_timestamp())
+                                   ELSE e.first_started_at END,
+           finished_at = CASE WHEN j.enabled THEN e.finished_at ELSE clock_timestamp() END,
+           reason = CASE WHEN j.enabled THEN e.reason WHEN j.deleted_at IS NULL THEN 'paused' ELSE 'deleted' END,
+           late_reason = CASE WHEN j.enabled THEN coalesce(l.marked_late, e.late_reason)
+                              WHEN j.deleted_at IS NULL THEN coalesce(e.late_reason, 'paused') ELSE e.late_reason END
     FROM locked l, jobs j
-    WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for AND j.id = e.job_id AND (j.overlap = 'allow' OR $9)
+    WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for AND j.id = e.job_id
+      AND (j.overlap = 'allow' OR $9 OR NOT j.enabled)
     RETURNING e.id, e.job_id, e.tenant, e.scheduled_for, e.due_at, e.attempt, e.fence, e.started_at,
               j.task, j.params, j.timeout_s, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s,
-              j.overlap, l.marked_late
+              j.overlap, l.marked_late, e.status
 ), held AS (
     UPDATE jobs j SET overlap_running = c.id, overlap_running_for = c.scheduled_for
-    FROM claimed c WHERE $9 AND j.id = c.job_id
+    FROM claimed c WHERE $9 AND j.id = c.job_id AND c.status = 'running'
 )
-SELECT * FROM claimed;
+SELECT * FROM claimed WHERE status = 'running';
 
 -- name: execution_lock_due
 -- The fallback while Redis is unreachable: lock up to $1 due executions straight from Postgres,
@@ -79,27 +94,35 @@ RETURNING e.id, e.cancel_requested_at IS NOT NULL AS cancel_requested;
 -- $5 its error, $6 the retry delay in seconds (NULL when not retrying), $7 its detail (what the
 -- handler returned, JSON text). Writes the attempt row in the same statement, except for a
 -- success: the execution row records that attempt (with its detail; see attempt_history).
+-- A retry (queued | pending) of a job paused or deleted meanwhile is cancelled instead (reason
+-- paused | deleted): the attempt that ran is recorded, nothing comes after it. Only a retry reads
+-- the job (steered: a subquery evaluated for those rows alone), so a success or a final failure
+-- costs what it did; a pause committed while this runs is caught by the claim.
 -- Returns the rows that took effect, with due_at for re-enqueueing. [$8, $9) bounds their scheduled_for.
 -- Locks in id order (see execution_claim_many).
 WITH input AS (
     SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::float8[], $7::text[])
         AS i(id, fence, status, outcome, error, retry_delay_s, detail)
 ), locked AS (
-    SELECT e.id, e.scheduled_for, i.status, i.outcome, i.error, i.retry_delay_s, i.detail
+    SELECT e.id, e.scheduled_for, i.status, i.outcome, i.error, i.retry_delay_s, i.detail,
+           CASE WHEN i.status IN ('queued', 'pending') THEN
+               (SELECT CASE WHEN j.deleted_at IS NOT NULL THEN 'deleted' WHEN NOT j.enabled THEN 'paused' END
+                FROM jobs j WHERE j.id = e.job_id) END AS steered
     FROM executions e JOIN input i ON e.id = i.id
     WHERE e.fence = i.fence AND e.status = 'running' AND e.scheduled_for >= $8 AND e.scheduled_for < $9
     ORDER BY e.id FOR NO KEY UPDATE OF e
 ), finished AS (
     UPDATE executions e SET
-        status = l.status,
-        due_at = CASE WHEN l.retry_delay_s IS NULL THEN e.due_at
+        status = CASE WHEN l.steered IS NOT NULL THEN 'cancelled' ELSE l.status END,
+        due_at = CASE WHEN l.retry_delay_s IS NULL OR l.steered IS NOT NULL THEN e.due_at
                       ELSE clock_timestamp() + make_interval(secs => l.retry_delay_s) END,
-        enqueued_at = CASE WHEN l.status = 'queued' THEN clock_timestamp() ELSE e.enqueued_at END,
-        finished_at = CASE WHEN l.status IN ('succeeded', 'failed', 'cancelled') THEN clock_timestamp() END,
+        enqueued_at = CASE WHEN l.status = 'queued' AND l.steered IS NULL THEN clock_timestamp() ELSE e.enqueued_at END,
+        finished_at = CASE WHEN l.status IN ('succeeded', 'failed', 'cancelled') OR l.steered IS NOT NULL
+                           THEN clock_timestamp() END,
         lease_until = NULL,
         -- A success clears it: an earlier attempt's error stays in its attempt row, not on the run.
         last_error = CASE WHEN l.status = 'succeeded' THEN NULL ELSE coalesce(l.error, e.last_error) END,
-        reason = CASE WHEN l.status = 'cancelled' THEN 'overlap' ELSE e.reason END,
+        reason = CASE WHEN l.steered IS NOT NULL THEN l.steered WHEN l.status = 'cancelled' THEN 'overlap' ELSE e.reason END,
         detail = CASE WHEN l.outcome = 'succeeded' THEN l.detail END
     FROM locked l
     WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
@@ -115,25 +138,32 @@ SELECT id, status, due_at, tenant FROM finished;
 -- name: execution_hand_back_many
 -- A worker shutting down gives back executions it holds (fences in $2) that did not finish in
 -- the grace: queued again, due now, and the attempt is not counted (the claim will count it
--- again). The interrupted attempt is recorded as 'handed_back'. [$3, $4) bounds scheduled_for.
--- Locks in id order (see execution_claim_many).
+-- again). The interrupted attempt is recorded as 'handed_back'. One of a job paused or deleted
+-- meanwhile is cancelled instead (reason paused | deleted), and not returned for ZADD.
+-- [$3, $4) bounds scheduled_for. Locks in id order (see execution_claim_many).
 WITH locked AS (
-    SELECT e.id, e.scheduled_for FROM executions e JOIN unnest($1::uuid[], $2::bigint[]) AS h(id, fence) ON e.id = h.id
+    SELECT e.id, e.scheduled_for,
+           CASE WHEN j.deleted_at IS NOT NULL THEN 'deleted' WHEN NOT j.enabled THEN 'paused' END AS steered
+    FROM executions e JOIN unnest($1::uuid[], $2::bigint[]) AS h(id, fence) ON e.id = h.id JOIN jobs j ON j.id = e.job_id
     WHERE e.fence = h.fence AND e.status = 'running' AND e.scheduled_for >= $3 AND e.scheduled_for < $4
     ORDER BY e.id FOR NO KEY UPDATE OF e
 ), back AS (
-    UPDATE executions e SET status = 'queued', attempt = e.attempt - 1, due_at = clock_timestamp(),
-           enqueued_at = clock_timestamp(), lease_until = NULL
+    UPDATE executions e SET status = CASE WHEN l.steered IS NULL THEN 'queued' ELSE 'cancelled' END,
+           reason = coalesce(l.steered, e.reason), attempt = e.attempt - 1,
+           due_at = CASE WHEN l.steered IS NULL THEN clock_timestamp() ELSE e.due_at END,
+           enqueued_at = CASE WHEN l.steered IS NULL THEN clock_timestamp() ELSE e.enqueued_at END,
+           finished_at = CASE WHEN l.steered IS NOT NULL THEN clock_timestamp() END, lease_until = NULL
     FROM locked l
     WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
-    RETURNING e.id, e.attempt + 1 AS attempt, e.fence, e.worker, e.started_at, e.due_at, e.tenant, e.scheduled_for
+    RETURNING e.id, e.attempt + 1 AS attempt, e.fence, e.worker, e.started_at, e.due_at, e.tenant, e.scheduled_for,
+              e.status
 ), recorded AS (
     INSERT INTO attempts (execution_id, attempt, fence, worker, started_at, finished_at, outcome, error, scheduled_for)
     SELECT id, attempt, fence, worker, started_at, clock_timestamp(), 'handed_back',
            'worker ' || coalesce(worker, '?') || ' shut down; handed back without using up an attempt', scheduled_for
     FROM back
 )
-SELECT id, due_at, tenant FROM back;
+SELECT id, due_at, tenant FROM back WHERE status = 'queued';
 
 -- name: execution_reclaim_expired
 -- Hand back executions whose lease expired (their worker died or froze): queued again after the
@@ -146,8 +176,12 @@ SELECT id, due_at, tenant FROM back;
 -- A lease held by a replica that still reports itself alive (replicas.last_seen_at within $3 s)
 -- is left to it for $2 s more: its writes are slow (a lock, a flaky connection), not gone, and
 -- the outcome it holds would otherwise be thrown away and its handler run again.
+-- One of a job paused or deleted meanwhile whose attempts are not spent is cancelled (reason
+-- paused | deleted), not queued: nothing comes after the attempt that was lost.
 WITH expired AS (
-    SELECT e.id, e.scheduled_for, e.fence, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s
+    SELECT e.id, e.scheduled_for, e.fence, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s,
+           CASE WHEN e.cancel_requested_at IS NOT NULL THEN 'overlap' WHEN j.deleted_at IS NOT NULL THEN 'deleted'
+                WHEN NOT j.enabled THEN 'paused' END AS cancelled_for
     FROM executions e JOIN jobs j ON j.id = e.job_id
     WHERE e.status = 'running' AND e.lease_until < clock_timestamp()
       AND (e.lease_until < clock_timestamp() - make_interval(secs => $2)
@@ -157,13 +191,15 @@ WITH expired AS (
 ), reclaimed AS (
     UPDATE executions e SET
         status = CASE WHEN e.cancel_requested_at IS NOT NULL THEN 'cancelled'
-                      WHEN e.attempt >= x.max_attempts THEN 'failed' ELSE 'queued' END,
-        reason = CASE WHEN e.cancel_requested_at IS NOT NULL THEN 'overlap' ELSE e.reason END,
-        due_at = CASE WHEN e.attempt >= x.max_attempts OR e.cancel_requested_at IS NOT NULL THEN e.due_at
+                      WHEN e.attempt >= x.max_attempts THEN 'failed'
+                      WHEN x.cancelled_for IS NOT NULL THEN 'cancelled' ELSE 'queued' END,
+        reason = CASE WHEN e.cancel_requested_at IS NOT NULL OR e.attempt < x.max_attempts
+                      THEN coalesce(x.cancelled_for, e.reason) ELSE e.reason END,
+        due_at = CASE WHEN e.attempt >= x.max_attempts OR x.cancelled_for IS NOT NULL THEN e.due_at
                       ELSE clock_timestamp() + make_interval(secs => random() * least(x.backoff_max_s,
                                x.backoff_base_s * power(x.backoff_factor, least(e.attempt - 1, 64)))) END,
         enqueued_at = clock_timestamp(),
-        finished_at = CASE WHEN e.attempt >= x.max_attempts OR e.cancel_requested_at IS NOT NULL THEN clock_timestamp() END,
+        finished_at = CASE WHEN e.attempt >= x.max_attempts OR x.cancelled_for IS NOT NULL THEN clock_timestamp() END,
         lease_until = NULL,
         last_error = 'lease expired: worker ' || coalesce(e.worker, '?') || ' stopped heartbeating'
     FROM expired x
@@ -187,10 +223,13 @@ SELECT id, job_id, tenant, attempt, fence, worker, status, due_at FROM reclaimed
 -- A first attempt whose new due time is past its grace ($5 s, counted from scheduled_for plus the
 -- job's smearing window: repeated parks do not drift) gets the late reason its park implies
 -- (schedulerd_late_reason: breaker_open, or tenant_cap for task_limit) if it has none; newly_late
--- returns it where it did, for the metric. [$6, $7) bounds scheduled_for.
--- Locks in id order (see execution_claim_many).
+-- returns it where it did, for the metric. One of a job paused or deleted since its claim is
+-- cancelled instead (reason paused | deleted; a pause is its late reason, as for the unstarted
+-- rows the pause cancelled) and not returned: it never ran and nothing comes after it.
+-- [$6, $7) bounds scheduled_for. Locks in id order (see execution_claim_many).
 WITH locked AS (
     SELECT e.id, e.scheduled_for, p.delay_s,
+           CASE WHEN j.deleted_at IS NOT NULL THEN 'deleted' WHEN NOT j.enabled THEN 'paused' END AS steered,
            CASE WHEN e.late_reason IS NULL AND e.attempt = 1
                  AND clock_timestamp() + make_interval(secs => p.delay_s) > e.scheduled_for + make_interval(secs => j.window_s + $5)
                 THEN schedulerd_late_reason($4, e.scheduled_for, 0) END AS newly_late
@@ -198,11 +237,17 @@ WITH locked AS (
          JOIN jobs j ON j.id = e.job_id
     WHERE e.fence = p.fence AND e.status = 'running' AND e.scheduled_for >= $6 AND e.scheduled_for < $7
     ORDER BY e.id FOR NO KEY UPDATE OF e
+), parked AS (
+    UPDATE executions e SET status = CASE WHEN l.steered IS NULL THEN 'queued' ELSE 'cancelled' END,
+           attempt = e.attempt - 1, reason = coalesce(l.steered, $4),
+           due_at = CASE WHEN l.steered IS NULL THEN clock_timestamp() + make_interval(secs => l.delay_s) ELSE e.due_at END,
+           enqueued_at = CASE WHEN l.steered IS NULL THEN clock_timestamp() ELSE e.enqueued_at END,
+           finished_at = CASE WHEN l.steered IS NOT NULL THEN clock_timestamp() END,
+           lease_until = NULL, first_started_at = CASE WHEN e.attempt = 1 AND e.redrives = 0 THEN NULL ELSE e.first_started_at END,
+           late_reason = CASE WHEN l.steered IS NULL THEN coalesce(e.late_reason, l.newly_late)
+                              WHEN l.steered = 'paused' THEN coalesce(e.late_reason, 'paused') ELSE e.late_reason END
+    FROM locked l
+    WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
+    RETURNING e.id, e.due_at, e.tenant, e.status, l.newly_late
 )
-UPDATE executions e SET status = 'queued', attempt = e.attempt - 1, reason = $4,
-       due_at = clock_timestamp() + make_interval(secs => l.delay_s), enqueued_at = clock_timestamp(),
-       lease_until = NULL, first_started_at = CASE WHEN e.attempt = 1 AND e.redrives = 0 THEN NULL ELSE e.first_started_at END,
-       late_reason = coalesce(e.late_reason, l.newly_late)
-FROM locked l
-WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
-RETURNING e.id, e.due_at, e.tenant, l.newly_late;
+SELECT id, due_at, tenant, newly_late FROM parked WHERE status = 'queued';

@@ -72,6 +72,15 @@ SELECT least((SELECT min(due_at) FROM executions WHERE status = 'queued'),
              (SELECT min(due_at) FROM executions WHERE status = 'pending')) AS oldest_due_at,
        clock_timestamp() AS now;
 
+-- name: execution_oldest_due_tenant
+-- One tenant's ($1) earliest due time among its executions due and not yet started (NULL: none
+-- due), and Postgres's now. The "due" bound (now() is stable: an index condition) keeps the walk
+-- of the partial indexes to what is overdue fleet-wide, not every queued row.
+SELECT least((SELECT min(due_at) FROM executions WHERE status = 'queued' AND due_at <= now() AND tenant = $1),
+             (SELECT min(due_at) FROM executions WHERE status = 'pending' AND due_at <= now() AND tenant = $1))
+           AS oldest_due_at,
+       clock_timestamp() AS now;
+
 -- name: execution_due_soon
 -- Executions not yet started that fall due within $1 seconds (pending or queued; retries included).
 SELECT (SELECT count(*) FROM executions WHERE status = 'pending' AND due_at <= clock_timestamp() + make_interval(secs => $1))
