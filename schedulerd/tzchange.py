@@ -3,9 +3,11 @@ version, and record which jobs' instants moved (log, metric, `schedulerd tz repo
 
 Runs at daemon start, before the first materialiser pass, under a Postgres advisory lock so one
 replica recomputes at a time (the next finds nothing left to do). Only occurrences that never
-started are touched: those the new rules no longer produce are deleted, the new ones written
-(and enqueued when due soon); a paused job's cancelled slots are deleted and its resume writes
-the new ones.
+started are touched (plain, parked by a tenant cap or breaker, replayed late): those the new rules
+no longer produce are deleted, the new ones written (and enqueued when due soon), in one
+transaction that holds them locked from the read, so a claim racing it waits and then finds the
+row gone or kept; a paused job's cancelled slots are deleted and its resume writes the new ones.
+An occurrence already started (or final) stays, and the instant it would move to is not written.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import structlog
 from schedulerd import metrics
 from schedulerd.config import Config
 from schedulerd.core.ids import execution_id
-from schedulerd.core.materialise import reconcile
+from schedulerd.core.materialise import Reconciled, reconcile
 from schedulerd.core.schedule import ScheduleError, smear_offset_s
 from schedulerd.jobs import queued, schedule_of
 from schedulerd.models import Enqueue, Job, TzMovedJob
@@ -47,10 +49,16 @@ def _iso(at: datetime | None) -> str | None:
     return at.isoformat() if at else None
 
 
+def _without_fixed(diff: Reconciled, fixed: set[datetime]) -> Reconciled:
+    """The moves of `diff` that can be made: those whose old instant is not `fixed`."""
+    moves = [(old, new) for old, new in diff.moves if old is None or old not in fixed]
+    return Reconciled([old for old, _ in moves if old], [new for _, new in moves if new], moves)
+
+
 async def _recompute_batch(
     tx: Store, jobs: list[Job], now: datetime, recompute_id: int, installed: TzDatabase, horizon_s: float
 ) -> tuple[list[TzMovedJob], list[Enqueue]]:
-    rows = await tx.execution_future_unstarted([j.id for j in jobs], now)
+    rows = await tx.execution_future_lock([j.id for j in jobs], now)
     written = {job_id: list(g) for job_id, g in itertools.groupby(rows, key=lambda r: r["job_id"])}
     stale: list[tuple[UUID, datetime]] = []
     inserts: list[tuple[UUID, UUID, str, datetime, datetime]] = []
@@ -67,7 +75,10 @@ async def _recompute_batch(
             log.error("tz.job_unresolvable", job_id=str(job.id), tenant=job.tenant, timezone=job.timezone, error=str(exc))
             unresolved.add(job.id)
             continue
-        diff = reconcile([r["scheduled_for"] for r in slots], expected)
+        # A started (or otherwise settled) occurrence stays where it is, and so does the one it
+        # would move to: writing that too would run one occurrence twice.
+        fixed = {r["scheduled_for"] for r in slots if not r["movable"]}
+        diff = _without_fixed(reconcile([r["scheduled_for"] for r in slots], expected), fixed)
         if not diff.moves:
             continue
         by_instant = {r["scheduled_for"]: r["id"] for r in slots}

@@ -734,12 +734,14 @@ class Store:
         rows = await self.db.fetch(QUERIES["job_tz_stale"], tzdata_version, after, limit)
         return [Job.from_row(r) for r in rows], (rows[0]["now"] if rows else None)
 
-    async def execution_future_unstarted(self, job_ids: Sequence[UUID], after: datetime) -> list[Any]:
-        """(job_id, id, scheduled_for) of these jobs' unstarted occurrences after `after`."""
-        return await self.db.fetch(QUERIES["execution_future_unstarted"], list(job_ids), after)
+    async def execution_future_lock(self, job_ids: Sequence[UUID], after: datetime) -> list[Any]:
+        """(job_id, id, scheduled_for, movable) of these jobs' scheduled occurrences after `after`,
+        the movable (never started) ones locked until the transaction ends. Inside a transaction."""
+        return await self.db.fetch(QUERIES["execution_future_lock"], list(job_ids), after)
 
     async def execution_delete_tz_stale(self, slots: Sequence[tuple[UUID, datetime]]) -> set[UUID]:
-        """Delete these (id, scheduled_for) occurrences if still unstarted; returns the ids deleted."""
+        """Delete these (id, scheduled_for) occurrences, locked by execution_future_lock in this
+        transaction; returns the ids deleted."""
         rows = await self.db.fetch(QUERIES["execution_delete_tz_stale"], [s[0] for s in slots], [s[1] for s in slots])
         return {r["id"] for r in rows}
 

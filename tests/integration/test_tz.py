@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
+from uuid import UUID
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -19,6 +20,8 @@ from schedulerd.core.schedule import zone_rules
 from schedulerd.errors import ValidationError
 from schedulerd.jobs import Jobs, JobSpec, schedule_of
 from schedulerd.materialiser import materialise_jobs
+from schedulerd.models import Claim
+from schedulerd.store import Store
 from schedulerd.tzdb import TzDatabase
 
 NY = "America/New_York"
@@ -211,3 +214,109 @@ async def test_a_job_whose_zone_left_the_tz_database_is_kept_and_logged(jobs, st
     assert await future_slots(store, gone.id) == before  # nothing deleted
     assert (await store.job_get(gone.id)).tzdata_version == "2000a"  # tried again at the next start
     assert (await store.job_get(other.id)).tzdata_version == NEW.version
+
+
+async def moving_job(jobs, store, monkeypatch):  # type: ignore[no-untyped-def]
+    """An hourly New York job written under the 'old' rules (every instant moves), and its first
+    future occurrence (id, scheduled_for), made claimable now: its due time is brought forward, as
+    if its instant came while the recompute runs (which judges scheduled_for, not due_at). The new
+    version is installed after."""
+    monkeypatch.setattr(tzdb, "installed_version", lambda: "2000a")
+    with zone_rules(old_rules):
+        job, _ = await jobs.create(JobSpec(task="noop", cron="0 * * * *", timezone=NY))
+    first = await store.db.fetchrow(
+        "UPDATE executions SET due_at = now() WHERE id = (SELECT id FROM executions WHERE job_id = $1 "
+        "AND scheduled_for > now() ORDER BY scheduled_for LIMIT 1) RETURNING id, scheduled_for", job.id)
+    monkeypatch.setattr(tzdb, "installed_version", lambda: NEW.version)
+    return job, first
+
+
+async def partner_of(store, recompute_id: int | None, job_id, old: datetime) -> datetime | None:  # type: ignore[no-untyped-def]
+    """The instant the recompute moved `old` to, if it moved it."""
+    if recompute_id is None:
+        return None
+    for m in await store.tz_moved_job_list(recompute_id):
+        for before, after in m.moves if m.job_id == job_id else []:
+            if before and datetime.fromisoformat(before) == old:
+                return datetime.fromisoformat(after) if after else None
+    return None
+
+
+async def rows_at(store, job_id, at: datetime) -> list:  # type: ignore[no-untyped-def]
+    return await store.db.fetch("SELECT id, status FROM executions WHERE job_id = $1 AND scheduled_for = $2", job_id, at)
+
+
+async def test_a_claim_racing_a_recompute_never_runs_one_occurrence_twice(jobs, store, queue, config, monkeypatch) -> None:
+    job, first = await moving_job(jobs, store, monkeypatch)
+    claim: asyncio.Task[list[Claim]] | None = None
+    real_delete = Store.execution_delete_tz_stale
+
+    async def claim_then_delete(self: Store, slots: list[tuple[UUID, datetime]]) -> set[UUID]:
+        # Between the recompute's read and its writes, the first occurrence comes due and is
+        # claimed (the pop's instant is its due time); the recompute goes on once that claim has
+        # committed or waits on a lock.
+        nonlocal claim
+        claim = asyncio.ensure_future(store.execution_claim_many([first["id"]], 30, "worker-1"))
+        for _ in range(500):
+            waiting = await store.db.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")
+            if claim.done() or waiting:
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("the claim neither finished nor waited on a lock")
+        return await real_delete(self, slots)
+
+    monkeypatch.setattr(Store, "execution_delete_tz_stale", claim_then_delete)
+    result = await tzchange.recompute(store, queue, config, "replica-1", NEW)
+    assert claim is not None
+    claimed = await claim
+
+    partner = await partner_of(store, result.recompute_id, job.id, first["scheduled_for"])
+    runs = len(claimed) + (len(await rows_at(store, job.id, partner)) if partner else 0)
+    assert runs == 1  # the old instant claimed and kept, or deleted and its new instant written: never both
+    assert claimed == []  # here: the claim waited for the recompute's commit and found the row gone
+    assert await store.db.fetchval(
+        "SELECT count(*) FROM executions WHERE job_id = $1 AND status = 'running'", job.id) == len(claimed)
+
+
+async def test_an_occurrence_started_before_a_recompute_stays_and_its_new_instant_is_not_written(
+    jobs, store, queue, config, monkeypatch
+) -> None:  # fmt: skip
+    job, first = await moving_job(jobs, store, monkeypatch)
+    before = await future_slots(store, job.id)
+    claimed = await store.execution_claim_many([first["id"]], 30, "worker-1")
+    assert [c.id for c in claimed] == [first["id"]]
+
+    result = await tzchange.recompute(store, queue, config, "replica-1", NEW)
+
+    assert [r["status"] for r in await rows_at(store, job.id, first["scheduled_for"])] == ["running"]
+    assert result.moved_job_ids == [job.id]
+    assert await partner_of(store, result.recompute_id, job.id, first["scheduled_for"]) is None
+    # Every other occurrence moved; one row per occurrence still, the started one among them.
+    slots = await store.db.fetch(
+        "SELECT scheduled_for FROM executions WHERE job_id = $1 AND scheduled_for > now() ORDER BY scheduled_for", job.id)
+    assert len(slots) == len(before)
+    assert all(s["scheduled_for"].astimezone(ZoneInfo(NY)).minute == 0
+               for s in slots if s["scheduled_for"] != first["scheduled_for"])
+    assert (await store.job_get(job.id)).tzdata_version == NEW.version
+
+
+@pytest.mark.parametrize("reason", ["task_limit", "breaker_open", "late_replay"])
+async def test_parked_and_replayed_occurrences_are_recomputed(jobs, store, queue, config, monkeypatch, reason) -> None:
+    job, first = await moving_job(jobs, store, monkeypatch)
+    if reason == "late_replay":
+        assert len(await store.execution_replay_many([(first["id"], 5.0, "scheduler_down")])) == 1
+    else:  # claimed, then handed back unrun by a tenant's cap or an open breaker
+        [claim] = await store.execution_claim_many([first["id"]], 30, "worker-1")
+        parked, _ = await store.execution_park_many([(claim.id, claim.fence)], [5.0], reason, late_grace_s=60.0)
+        assert len(parked) == 1
+    assert await store.db.fetchval("SELECT reason FROM executions WHERE id = $1", first["id"]) == reason
+
+    result = await tzchange.recompute(store, queue, config, "replica-1", NEW)
+
+    partner = await partner_of(store, result.recompute_id, job.id, first["scheduled_for"])
+    assert await rows_at(store, job.id, first["scheduled_for"]) == []  # the old instant is gone
+    assert partner is not None and len(await rows_at(store, job.id, partner)) == 1  # and its new one written
+    slots = await future_slots(store, job.id)
+    assert slots and all(t.astimezone(ZoneInfo(NY)).minute == 0 for t in slots)

@@ -15,24 +15,38 @@ SELECT *, clock_timestamp() AS now FROM jobs
 WHERE schedule_kind = 'cron' AND deleted_at IS NULL AND tzdata_version IS DISTINCT FROM $1 AND id > $2
 ORDER BY id LIMIT $3 FOR UPDATE;
 
--- name: execution_future_unstarted
--- These jobs' occurrences scheduled after $2 and never started (pending or queued first
--- attempts; also those a pause cancelled, which a resume would revive), by job and time.
-SELECT job_id, id, scheduled_for FROM executions
-WHERE job_id = ANY($1::uuid[]) AND scheduled_for > $2 AND attempt = 0
-  AND ((status IN ('pending', 'queued') AND reason IS NULL) OR (status = 'cancelled' AND reason = 'paused'))
-ORDER BY job_id, scheduled_for;
+-- name: execution_future_lock
+-- These jobs' scheduled occurrences after $2, by job and time, for a recompute to judge. movable:
+-- the occurrence never started (a first attempt, pending or queued, plain, parked by a tenant cap
+-- or breaker, or replayed late; or cancelled by a pause, which a resume would revive), and it is
+-- locked (in id order) until the recompute's transaction ends, so no claim can start it while it
+-- may be deleted and its new instant written: a racing claim waits, then finds it gone or kept.
+-- The others (started, running, final, waiting on an overlap) are fixed: read without a lock, so
+-- a row claimed between this statement's snapshot and its lock fails the re-check and is fixed.
+-- FOR UPDATE, not NO KEY UPDATE: the same transaction deletes some of them. MATERIALIZED: the
+-- lock is taken on every movable row, whatever plan the outer join gets.
+WITH future AS (
+    SELECT e.id, e.job_id, e.scheduled_for FROM executions e
+    WHERE e.job_id = ANY($1::uuid[]) AND e.scheduled_for > $2 AND e.origin = 'scheduled'
+), locked AS MATERIALIZED (
+    SELECT e.id FROM executions e JOIN future f ON e.id = f.id AND e.scheduled_for = f.scheduled_for
+    WHERE e.attempt = 0 AND e.first_started_at IS NULL
+      AND (e.status IN ('pending', 'queued') AND (e.reason IS NULL OR e.reason IN ('task_limit', 'breaker_open', 'late_replay'))
+           OR e.status = 'cancelled' AND e.reason = 'paused')
+    ORDER BY e.id FOR UPDATE OF e
+)
+SELECT f.job_id, f.id, f.scheduled_for, l.id IS NOT NULL AS movable
+FROM future f LEFT JOIN locked l ON l.id = f.id
+ORDER BY f.job_id, f.scheduled_for;
 
 -- name: execution_delete_tz_stale
--- Delete occurrences (id $1, scheduled_for $2) the new tz rules no longer produce. They never
--- started, so no history is lost, and their slots are free should the rules change back. A row
--- claimed meanwhile is left alone. Their Redis entries need no removal: the claim finds no row.
--- Returns the ids deleted.
+-- Delete occurrences (id $1, scheduled_for $2) the new tz rules no longer produce, movable ones
+-- that execution_future_lock locked in this transaction: they never started, so no history is
+-- lost, and their slots are free should the rules change back. Their Redis entries need no
+-- removal: the claim finds no row. Returns the ids deleted.
 WITH locked AS (
     SELECT e.id, e.scheduled_for FROM executions e
     JOIN unnest($1::uuid[], $2::timestamptz[]) AS d(id, scheduled_for) ON e.id = d.id AND e.scheduled_for = d.scheduled_for
-    WHERE e.attempt = 0
-      AND ((e.status IN ('pending', 'queued') AND e.reason IS NULL) OR (e.status = 'cancelled' AND e.reason = 'paused'))
     ORDER BY e.id FOR UPDATE OF e
 )
 DELETE FROM executions e USING locked l
