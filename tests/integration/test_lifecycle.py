@@ -4,7 +4,10 @@ recompute, shard-count changes, Redis data loss, clock skew between the servers 
 at the hot path's await points, invariants checked against Postgres after every step
 (tests/integration/lifecycle_machine.py).
 
-SCHEDULERD_FAULT_SEED=<n> replays one run; a failing run prints the seed that reproduces it.
+SCHEDULERD_FAULT_SEED=<n> replays one run's sequence of steps; a failing run prints that seed and
+the steps it took (the violation's message). Steps race the wall clock, so a replay may diverge in
+timing: shrinking is off for that reason (hypothesis would report it as flaky), the trace is the
+shortened reproduction.
 The default budget takes well under a minute; `-m slow` runs the long one.
 """
 
@@ -28,7 +31,7 @@ def _explore(database_url: str, redis_url: str, *, examples: int, steps: int) ->
     factory = use_seed(seed)(machine_factory(database_url, redis_url))
     budget = settings(
         max_examples=examples, stateful_step_count=steps, deadline=None, database=None,
-        suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink], print_blob=False,
+        suppress_health_check=list(HealthCheck), phases=[Phase.generate], print_blob=False,
     )  # fmt: skip
     try:
         run_state_machine_as_test(factory, settings=budget)
@@ -37,7 +40,7 @@ def _explore(database_url: str, redis_url: str, *, examples: int, steps: int) ->
         raise
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(240)
 def test_lifecycle_interleavings_keep_the_guarantees(database_url: str, redis_url: str) -> None:
     _explore(database_url, redis_url, examples=12, steps=30)
 
