@@ -48,23 +48,6 @@ from schedulerd.transient import TRANSIENT_ERRORS
 from schedulerd.tzdb import TzDatabase
 from schedulerd.worker import Worker
 
-# Rules that reach a bug class known at the time of writing can be switched off here while its fix
-# is on its way (each flag names the rule it gates); True runs the rule.
-RULES_ON: dict[str, bool] = {
-    "retention": True,  # retention passes (drop racing a redrive; moving live rows out of the default partition)
-    # A Redis clock ahead of Postgres's: a popped, early id the claim refuses is dropped. Found
-    # within a few examples at the short budget; on once due-ness is judged by one clock.
-    "clock_skew": False,
-    # A failover that loses a shard's tenants set: an entry no pop serves and the repair sees as
-    # present. Found within a few examples at the short budget; on once the queue's tenant index
-    # is written atomically with the entry and the repair checks it.
-    "lose_tenant_index": False,
-    "park_fault": True,
-    # Retries of an execution that was running when its job was paused or deleted: they start
-    # after the disable. Found within a few examples; on once pause/delete reach running work.
-    "steer_running": False,  # a connection error while parking a claimed batch
-}
-
 LEASE_S = 1.0
 OLD_TZ_VERSION = "2000a"
 NEW_TZ = TzDatabase("2099z", "lifecycle-test")
@@ -203,7 +186,6 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.tz_recomputed = False
         self.skew_ms = 0
         self.violations: list[str] = []
-        self.triggered_while_paused: set[uuid.UUID] = set()
         self.overlaps: list[tuple[uuid.UUID, int, int]] = []  # (execution, older fence still running, newer fence)
         self.step_no = 0
         self.exit = contextlib.ExitStack()
@@ -472,10 +454,15 @@ class LifecycleMachine(RuleBasedStateMachine):
         paused = paused and job_id not in self.deleted
 
         async def go() -> None:
-            execution = await self.jobs.trigger(job_id)
+            try:
+                execution = await self.jobs.trigger(job_id)
+            except ValidationError:
+                if not paused and job_id not in self.deleted:
+                    raise
+                return
+            if paused:  # a paused job starts nothing, not even an explicit run
+                self.violations.append(f"trigger of paused job {job_id} accepted: {execution.id}")
             self.accepted[execution.id] = "trigger"
-            if paused:  # an operator's explicit run of a paused job (docs/schedules.md allows it): not a steering breach
-                self.triggered_while_paused.add(execution.id)
 
         self.run(go(), f"trigger {str(job_id)[-6:]}")
 
@@ -647,13 +634,13 @@ class LifecycleMachine(RuleBasedStateMachine):
         hold.gate.set()
         self.run(self._turns(20), f"release hold {hold.name} {hold.phase}")
 
-    @action(1, when=lambda self: RULES_ON["park_fault"])
+    @action(1)
     def fail_next_park(self) -> None:
         self.step_no += 1
         self.fail_next.add("execution_park_many")
         self.note("arm failure execution_park_many")
 
-    @action(1, when=lambda self: RULES_ON["clock_skew"], skew_ms=st.sampled_from([0, 0, 30, 300]))
+    @action(1, skew_ms=st.sampled_from([0, 0, 30, 300]))
     def clock_skew(self, skew_ms: int) -> None:
         """Redis's host clock `skew_ms` ahead of Postgres's host (from now on)."""
         self.step_no += 1
@@ -664,9 +651,6 @@ class LifecycleMachine(RuleBasedStateMachine):
     def flush_redis(self, what: str) -> None:
         """Redis lost this prefix's data (restart without persistence), or (tenants) a failover
         lost the last write of a shard: its tenants set."""
-        if what == "tenants" and not RULES_ON["lose_tenant_index"]:
-            return
-
         async def go() -> None:
             if what == "all":
                 for queue in self.shard_queues.values():
@@ -693,7 +677,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             worker.stats.known_epoch = None
         self.run(self._turns(), f"shards={shards} for {which}")
 
-    @action(2, when=lambda self: RULES_ON["retention"])
+    @action(2)
     def retention_pass(self) -> None:
         if self.busy("retention"):
             return
@@ -792,13 +776,7 @@ class LifecycleMachine(RuleBasedStateMachine):
                 )
         # 4. No handler of a disabled or deleted job started after the disable committed.
         for start in self.starts.values():
-            if start.execution_id in self.triggered_while_paused:
-                continue
             for disabled_after, enabled_before in self.disabled.get(start.job_id, []):
-                if not RULES_ON["steer_running"] and any(
-                    s.claimed_at <= disabled_after for s in self.starts.values() if s.execution_id == start.execution_id
-                ):
-                    continue  # a retry of an attempt that ran when the disable committed
                 if start.claimed_at > disabled_after and (enabled_before is None or start.claimed_at < enabled_before):
                     self.violations.append(
                         f"handler of a disabled job started: job {start.job_id} execution {start.execution_id} fence "
