@@ -216,8 +216,9 @@ SELECT id, job_id, tenant, attempt, fence, worker, status, due_at FROM reclaimed
 
 -- name: execution_park_many
 -- Hand back claimed executions (fences in $2) without running them: a task over its concurrency
--- limit, or an open circuit breaker. Queued again, due after their delay ($3 seconds), attempt not
--- used up, no attempt recorded; reason $4 (task_limit | breaker_open) says why, and keeps a parked
+-- limit, an open circuit breaker, or an error while admitting the batch. Queued again, due after
+-- their delay ($3 seconds), attempt not used up, no attempt recorded; reason $4 (task_limit |
+-- breaker_open | admit_error) says why, and keeps a parked
 -- cron occurrence from being judged a misfire. A first attempt's start time is cleared: it never
 -- started (a redriven execution's attempt 1 is not its first: it keeps it).
 -- A first attempt whose new due time is past its grace ($5 s, counted from scheduled_for plus the
