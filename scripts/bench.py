@@ -30,6 +30,7 @@ import asyncpg
 import redis.asyncio as aioredis
 
 import bench_ingest  # beside this file: scripts/ is on the path of a script run from it
+from bench_machine import calibration_line
 from schedulerd.client import Client
 from schedulerd.config import JobsConfig
 from schedulerd.config import load as load_config
@@ -585,6 +586,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     with scratch_servers(EMBEDDED_DIR) as servers:
         print(f"bench: servers: {servers.describe()}", flush=True)
+        print(calibration_line(servers.admin_url), flush=True)
         for run in runs:
             if workload.scenario == "gate" and run.scenario == "steady":
                 args.rate, args.duration = GATE_RATE, GATE_SECONDS
@@ -633,6 +635,7 @@ def _main_ingest(args: argparse.Namespace) -> int:
         return 2
     with scratch_servers(EMBEDDED_DIR) as servers:
         print(f"bench: servers: {servers.describe()}", flush=True)
+        print(calibration_line(servers.admin_url), flush=True)
         try:
             result = asyncio.run(bench_ingest.run_ingest(args, servers.admin_url, servers.redis_url, REPO_ROOT))
         except KeyboardInterrupt:

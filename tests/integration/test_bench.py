@@ -23,6 +23,7 @@ async def test_quick_bench_runs_everything_once(servers: tuple[str, str]) -> Non
     lines = result.stdout.strip().splitlines()
     assert lines[0].startswith("bench: servers: Postgres ") and "(SCHEDULERD_TEST_DATABASE_URL)" in lines[0], lines[0]
     assert "(SCHEDULERD_TEST_REDIS_URL)" in lines[0]
+    assert lines[1].startswith("calibration: ") and "Python loop" in lines[1] and "rows/s" in lines[1], lines[1]
     report = json.loads(lines[-1])
     assert report["scenario"] == "steady" and report["executions"] == 2500
     assert report["lost"] == 0 and report["duplicates"] == 0
@@ -32,6 +33,7 @@ async def test_quick_bench_runs_everything_once(servers: tuple[str, str]) -> Non
     try:
         name = f"schedulerd_bench_{report['run_id']}"
         assert await admin.fetchval("SELECT count(*) FROM pg_database WHERE datname = $1", name) == 0
+        assert await admin.fetchval("SELECT count(*) FROM pg_database WHERE datname LIKE 'schedulerd_calibrate_%'") == 0
     finally:
         await admin.close()
     client = aioredis.from_url(servers[1])
