@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from schedulerd.client import Client, Enqueued, EnqueuedExecution, JobRequest, Refused, SyncClient, TaskRef, task
-    from schedulerd.errors import SchedulerdError, ValidationError
+    from schedulerd.errors import SchedulerdError, UnknownTaskError, ValidationError
+    from schedulerd.tasks.registry import PermanentError, RetryAfter, TaskContext
 
 __version__ = "0.1.0"
 _EXPORTS = {
@@ -17,6 +18,9 @@ _EXPORTS = {
     "Enqueued": "schedulerd.client", "EnqueuedExecution": "schedulerd.client", "Refused": "schedulerd.client",
     "TaskRef": "schedulerd.client", "task": "schedulerd.client",
     "SchedulerdError": "schedulerd.errors", "ValidationError": "schedulerd.errors",
+    "UnknownTaskError": "schedulerd.errors",
+    "TaskContext": "schedulerd.tasks.registry", "PermanentError": "schedulerd.tasks.registry",
+    "RetryAfter": "schedulerd.tasks.registry",
 }  # fmt: skip
 __all__ = [*_EXPORTS, "__version__"]
 

@@ -889,7 +889,7 @@ def _indent(text: str) -> str:
 
 async def _breakers(args: argparse.Namespace, config: Config) -> None:
     from schedulerd.core.breaker import parse
-    from schedulerd.breaker_states import Breakers
+    from schedulerd.queue import Breakers
 
     async with _Session(config) as jobs:
         shared = Breakers(jobs.queue.client, config.redis.prefix)

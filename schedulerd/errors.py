@@ -20,6 +20,15 @@ class ValidationError(SchedulerdError):
         self.limit = limit
 
 
+class UnknownTaskError(ValidationError):
+    """No handler is registered under this task type (in this process, or by a live worker);
+    `task` names it. A refusal of the field "task", so it is a ValidationError too."""
+
+    def __init__(self, task: str, message: str) -> None:
+        super().__init__("task", message)
+        self.task = task
+
+
 class NotFoundError(SchedulerdError):
     """No such job or execution (or it belongs to another tenant)."""
 

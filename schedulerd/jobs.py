@@ -30,7 +30,7 @@ from schedulerd.core.late import LateReason
 from schedulerd.core.misfire import MisfirePolicy
 from schedulerd.core.overlap import OverlapPolicy
 from schedulerd.core.schedule import DST_MISSING, DST_REPEATED, CronSchedule, Run, ScheduleError, schedule_of, smear_offset_s
-from schedulerd.errors import NotFoundError, ValidationError
+from schedulerd.errors import NotFoundError, UnknownTaskError, ValidationError
 from schedulerd.materialiser import materialise_jobs
 from schedulerd.models import Enqueue, Execution, ExecutionStatus, Job
 from schedulerd.queue import DelayQueue
@@ -116,7 +116,7 @@ def check_task(task: str, known_tasks: Collection[str] | None) -> None:
         registry.get(task)  # raises "task: unknown task type ..."
     elif task not in known_tasks:
         known = ", ".join(sorted(known_tasks)) or "none: is a worker replica running?"
-        raise ValidationError("task", f"unknown task type {task!r} (registered by live workers: {known})")
+        raise UnknownTaskError(task, f"unknown task type {task!r} (registered by live workers: {known})")
 
 
 def validate(spec: JobSpec, config: Config, now: datetime, known_tasks: Collection[str] | None = None) -> dict[str, Any]:

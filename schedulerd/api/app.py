@@ -22,8 +22,7 @@ from schedulerd.api.services import Services
 from schedulerd.config import Config
 from schedulerd.intake import Intake, SharedBatches
 from schedulerd.jobs import Jobs
-from schedulerd.queue import DelayQueue
-from schedulerd.rate_limits import RequestCounter
+from schedulerd.queue import DelayQueue, RequestCounter
 from schedulerd.store import Store
 from schedulerd.task_types import TaskTypes
 from schedulerd.tenants import Principal, Tenants

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from schedulerd.config import Config
 from schedulerd.intake import Intake, SharedBatches
 from schedulerd.jobs import Jobs
-from schedulerd.queue import DelayQueue
-from schedulerd.rate_limits import RequestCounter
+from schedulerd.queue import DelayQueue, RequestCounter
 from schedulerd.store import Store
 from schedulerd.tenants import Tenants
 

@@ -22,12 +22,15 @@ from schedulerd.models import (
 from schedulerd.store.sql import QUERIES
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+# The connection broke or hung: it is closed rather than used again.
+BROKEN_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    OSError, TimeoutError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError,
+)  # fmt: skip
 # A write that failed with one of these may succeed unchanged when tried again on a fresh
 # connection: the connection broke or hung, the server is restarting, a lock wait gave up.
-RETRYABLE_ERRORS: tuple[type[BaseException], ...] = (
-    OSError, TimeoutError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError, asyncpg.QueryCanceledError,
-    asyncpg.TransactionRollbackError, asyncpg.LockNotAvailableError, asyncpg.OperatorInterventionError,
-    asyncpg.InsufficientResourcesError,
+RETRYABLE_ERRORS: tuple[type[BaseException], ...] = BROKEN_CONNECTION_ERRORS + (
+    asyncpg.QueryCanceledError, asyncpg.TransactionRollbackError, asyncpg.LockNotAvailableError,
+    asyncpg.OperatorInterventionError, asyncpg.InsufficientResourcesError,
 )  # fmt: skip
 # Any other error from Postgres refused the statement for what it carries: the same rows fail again.
 REFUSED_ERRORS: tuple[type[BaseException], ...] = (asyncpg.PostgresError,)
@@ -288,7 +291,7 @@ class Store:
         connection = await self.db.acquire(timeout=timeout_s)
         try:
             return await connection.fetch(query, *args, timeout=timeout_s)
-        except (TimeoutError, OSError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError):
+        except BROKEN_CONNECTION_ERRORS:
             with contextlib.suppress(asyncpg.InterfaceError):  # a connection that broke is already let go
                 connection.terminate()
             raise

@@ -17,7 +17,7 @@ from uuid import UUID
 
 import structlog
 
-from schedulerd.errors import ValidationError
+from schedulerd.errors import UnknownTaskError
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def get(name: str) -> Task:
         return _TASKS[name]
     except KeyError:
         known = ", ".join(sorted(_TASKS)) or "none"
-        raise ValidationError("task", f"unknown task type {name!r} (registered: {known})") from None
+        raise UnknownTaskError(name, f"unknown task type {name!r} (registered: {known})") from None
 
 
 def names() -> list[str]:

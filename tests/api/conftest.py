@@ -19,8 +19,7 @@ from schedulerd.api import create_app, create_ops_app, serve_api
 from schedulerd.api.server import listen
 from schedulerd.config import ApiConfig, Config, RedisConfig
 from schedulerd.jobs import Jobs
-from schedulerd.queue import DelayQueue
-from schedulerd.rate_limits import RequestCounter
+from schedulerd.queue import DelayQueue, RequestCounter
 from schedulerd.store import Store
 from schedulerd.tenants import Tenants
 

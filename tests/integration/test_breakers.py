@@ -14,7 +14,7 @@ from schedulerd.tasks import http
 from schedulerd.config import BreakerConfig, HttpConfig
 from schedulerd.core.breaker import parse
 from schedulerd.models import ExecutionStatus
-from schedulerd.breaker_states import Breakers
+from schedulerd.queue import Breakers
 from schedulerd.worker import Worker
 from tests.http_target import Target, serve
 

@@ -143,7 +143,7 @@ async def test_local_failures_are_permanent_and_never_count_against_the_breaker(
 ) -> None:
     """A request that fails before a byte is sent (a header value no header can carry, a reserved
     header) is the params' fault: failed at once, the target never called, its breaker untouched."""
-    from schedulerd.breaker_states import Breakers
+    from schedulerd.queue import Breakers
 
     bad = [{"X-A": "a\r\nX-Injected: 1"}, {"X-A": "\u20ac"}, {"host": "evil.example"}, {"Transfer-Encoding": "chunked"}]
     executions = [(await make_job("http", params={"url": target.url, "headers": h}, max_attempts=3))[1]

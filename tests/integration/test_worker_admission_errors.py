@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from schedulerd.breaker_states import Breakers
+from schedulerd.queue import Breakers
 from schedulerd.config import BreakerConfig
 from schedulerd.models import ExecutionStatus
 from schedulerd.sweeper import Sweeper

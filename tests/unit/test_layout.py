@@ -24,8 +24,8 @@ DRIVERS = {
     "asyncpg": {"schedulerd.store"},
     "yoyo": {"schedulerd.store"},
     "psycopg": {"schedulerd.store", "schedulerd.embedded"},  # embedded waits for its Postgres to answer
-    # The Redis side: each owns keys under the deployment's hash tag and the Lua scripts it runs.
-    "redis": {"schedulerd.queue", "schedulerd.breaker_states", "schedulerd.rate_limits", "schedulerd.embedded"},
+    # queue/ owns every key under the deployment's hash tag and the Lua scripts; embedded waits for its Redis to answer.
+    "redis": {"schedulerd.queue", "schedulerd.embedded"},
 }
 
 

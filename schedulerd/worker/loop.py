@@ -1,5 +1,5 @@
-"""Worker: pop due ids from Redis -> claim them in Postgres -> admit (admission.py) -> run the
-handlers -> record the outcomes (the retry decision: core/retry.py).
+"""The worker's loop: pop due ids from Redis -> claim them in Postgres -> admit (admission.py) ->
+run each attempt (attempt.py) -> record the outcomes (the retry decision: core/retry.py).
 
 A pop confers nothing; the batched claim UPDATE decides who runs what. Every later write
 (heartbeat, finish) is conditional on the fence the claim returned, so a worker that froze past
@@ -11,65 +11,37 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import functools
 import itertools
-import json
 import random
 import time
-import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
 from uuid import UUID
 
 import structlog
 
 from schedulerd import faults, health, metrics, overlap_claims
-from schedulerd.admission import Admission
-from schedulerd.breaker_gate import BreakerGate
-from schedulerd.breaker_states import Breakers
 from schedulerd.config import BreakerConfig, JobsConfig, LateConfig, WorkerConfig
 from schedulerd.core.retry import RetryPolicy, after_attempt
-from schedulerd.errors import ValidationError
 from schedulerd.loops import retrying
 from schedulerd.models import AttemptOutcome, Claim, Enqueue, ExecutionStatus, Outcome
 from schedulerd.overrun_watch import OverrunWatch
-from schedulerd.parking import Parking
-from schedulerd.queue import UNREACHABLE, DelayQueue, Pop
+from schedulerd.queue import UNREACHABLE, Breakers, DelayQueue, Pop
 from schedulerd.store import REFUSED_ERRORS, RETRYABLE_ERRORS, Store
 from schedulerd.tasks import registry
 from schedulerd.transient import TRANSIENT_ERRORS, enqueue_committed
+from schedulerd.worker import attempt
+from schedulerd.worker.admission import Admission
+from schedulerd.worker.attempt import Running, Stop
+from schedulerd.worker.breaker_gate import BreakerGate
+from schedulerd.worker.parking import Parking
 
 log = structlog.get_logger("schedulerd.worker")
 
-ERROR_MAX_CHARS = 4000  # an attempt's recorded error (message plus the end of the traceback)
-DETAIL_MAX_CHARS = 4000  # an attempt's recorded detail (what the handler returned, as JSON)
 FINISH_BATCH_MAX = 1000  # outcomes written by one statement
 CLAIM_TRIES = 4  # a claim that fails on the way is tried this often (adopting its own lost claims) before giving up
-
-
-def describe_error(exc: BaseException) -> str:
-    """'ValueError: bad input' plus the innermost frames, bounded."""
-    text = "".join(traceback.format_exception(exc, limit=-3)).strip()
-    return text if len(text) <= ERROR_MAX_CHARS else "…" + text[-ERROR_MAX_CHARS:]
-
-
-def describe_detail(value: Any) -> str | None:
-    """What a handler returned (or an error carried), as bounded JSON for the attempt's detail."""
-    if value is None:
-        return None
-    text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
-    return text if len(text) <= DETAIL_MAX_CHARS else text[:DETAIL_MAX_CHARS] + "…"
-
-
-@dataclass
-class _Running:
-    claim: Claim
-    task: asyncio.Task[None] | None = None
-    stopped: str | None = None  # "lease_lost" or "handed_back": cancelled on purpose, outcome already written;
-    # "cancelled": an overlap policy (cancel_other) asked it to stop, the outcome is still to write
 
 
 @dataclass
@@ -113,7 +85,7 @@ class Worker:
         # A first attempt starting late_grace_s after its due time is late ([materialiser].misfire_grace_s).
         self.parking = Parking(store, queue, late_grace_s)
         self.admission = Admission(config, self.gate, self.parking, self.rng)
-        self.running: dict[UUID, _Running] = {}
+        self.running: dict[UUID, Running] = {}
         self.stats = WorkerStats()
         # Outcomes recorded but not yet written, by execution. Each stays held (its lease is
         # extended by the heartbeat) until its write commits or its fence is refused.
@@ -316,10 +288,10 @@ class Worker:
             if older is not None and older.claim.fence < claim.fence and older.task is not None and older.stopped is None:
                 # A newer fence for an execution this worker still runs (the fallback claim found
                 # its lease reclaimed): that older attempt can write nothing more, stop it now.
-                older.stopped = "lease_lost"
+                older.stopped = Stop.LEASE_LOST
                 self.stats.lease_lost += 1
                 older.task.cancel()
-            running = _Running(claim)
+            running = Running(claim)
             self.running[claim.id] = running
             running.task = asyncio.create_task(self._execute(running))  # unnamed: naming cost 4% of a busy worker
         metrics.IN_FLIGHT.set(len(self.running))
@@ -334,58 +306,24 @@ class Worker:
 
     # --- running a handler -------------------------------------------------------------------
 
-    async def _execute(self, running: _Running) -> None:
+    async def _execute(self, running: Running) -> None:
         claim = running.claim
         ctx = registry.TaskContext(
             claim.id, claim.job_id, claim.tenant, claim.scheduled_for, claim.attempt, claim.fence, claim.task
         )
-        outcome, error, detail = AttemptOutcome.SUCCEEDED, None, None
-        permanent, retry_after_s = False, None
-        deadline: asyncio.Timeout | None = None
         began = time.monotonic()
         try:
-            task = registry.get(claim.task)
-            async with asyncio.timeout(claim.timeout_s) as deadline:
-                if task.is_async:
-                    result = await task.handler(ctx, claim.params)
-                else:
-                    # A thread cannot be interrupted: on timeout the attempt is recorded as timed
-                    # out, but the function runs on in its thread until it returns.
-                    call = functools.partial(task.handler, ctx, claim.params)
-                    result = await asyncio.get_running_loop().run_in_executor(self._threads, call)
-            detail = describe_detail(result)
-        except asyncio.CancelledError:
-            if running.stopped == "cancelled":
-                outcome, error = AttemptOutcome.CANCELLED, (
-                    "cancelled: a newer occurrence of the job came due while this one ran (overlap policy cancel_other)"
-                )
-            elif running.stopped is not None:
-                ctx.log.warning(f"worker.{running.stopped}")  # the attempt is recorded elsewhere
-                return
-            else:
-                raise
-        except TimeoutError as exc:
-            if deadline is not None and deadline.expired():
-                outcome, error = AttemptOutcome.TIMED_OUT, f"timed out after {claim.timeout_s:g} s"
-            else:  # the handler's own TimeoutError is an ordinary failure
-                outcome, error = AttemptOutcome.FAILED, describe_error(exc)
-        except ValidationError as exc:  # task type not registered in this process
-            outcome, error = AttemptOutcome.FAILED, f"{exc} on worker {self.worker_id}"
-        except registry.PermanentError as exc:
-            outcome, error, detail = AttemptOutcome.FAILED, f"not retried (permanent): {exc}", describe_detail(exc.detail)
-            permanent = True
-        except registry.RetryAfter as exc:
-            outcome, error, detail = AttemptOutcome.FAILED, str(exc), describe_detail(exc.detail)
-            retry_after_s = exc.delay_s
-        except Exception as exc:
-            outcome, error, detail = AttemptOutcome.FAILED, describe_error(exc), describe_detail(getattr(exc, "detail", None))
+            result = await attempt.run(running, ctx, self._threads, self.worker_id)
         finally:
             if self.running.get(claim.id) is running:  # not a newer attempt of the same execution
                 del self.running[claim.id]
             self.admission.finished(claim)
             metrics.IN_FLIGHT.set(len(self.running))
             self._slot_free.set()
-        self._record(claim, outcome, error, detail=detail, permanent=permanent, retry_after_s=retry_after_s)
+        if result is None:  # stopped on purpose: the attempt is recorded elsewhere
+            return
+        outcome, error = result.outcome, result.error
+        self._record(claim, outcome, error, detail=result.detail, permanent=result.permanent, retry_after_s=result.retry_after_s)
         self.overrun.attempt_finished(claim.job_id, time.monotonic() - began)
         if outcome is AttemptOutcome.CANCELLED:
             ctx.log.warning("worker.attempt_cancelled", reason="overlap")
@@ -512,11 +450,11 @@ class Worker:
             if running is None or running.claim.fence != fence or running.task is None or running.stopped is not None:
                 continue
             if execution_id not in alive:
-                running.stopped = "lease_lost"
+                running.stopped = Stop.LEASE_LOST
                 self.stats.lease_lost += 1
                 running.task.cancel()
             elif alive[execution_id]:  # an overlap policy (cancel_other) asked it to stop
-                running.stopped = "cancelled"
+                running.stopped = Stop.CANCELLED
                 running.task.cancel()
         return len(alive)
 
@@ -618,7 +556,7 @@ class Worker:
         _, pending = await asyncio.wait(tasks, timeout=self.config.shutdown_grace_s)
         unfinished = [r for r in self.running.values() if r.task in pending]
         for running in unfinished:
-            running.stopped = "handed_back"
+            running.stopped = Stop.HANDED_BACK
             running.task.cancel()  # type: ignore[union-attr]
         await asyncio.gather(*pending, return_exceptions=True)
         if not unfinished:

@@ -12,7 +12,6 @@ Which shard to pop, and in what order, is decided here: callers see one queue.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import itertools
 import time
 import uuid
@@ -20,50 +19,21 @@ import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import redis.asyncio as redis
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import ClusterDownError, NoScriptError, SlotNotCoveredError, TryAgainError
+from redis.exceptions import NoScriptError
 
 from schedulerd.config import RedisConfig
 from schedulerd.models import Enqueue
+from schedulerd.queue.scripts import Script, load_script
 
 POP_LIMIT_MAX = 5000  # pop_due-4.lua refuses more (Lua stack limits)
 LINE_MIN, LINE_MAX = 16, 1000  # tenants declared per shard pop (pop_due-4.lua refuses more than 1000)
 POP_PASSES = 3  # round trips one pop_due may take: the first, then shards with undeclared due tenants or more due
 SEEN_S = 30.0  # a tenant popped from a shard this recently is declared in its pops even when not at the head
-# Redis is down, paused, unreachable or failing over: callers fall back to Postgres and try again later.
-UNREACHABLE = (
-    redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, OSError, TimeoutError,
-    ClusterDownError, SlotNotCoveredError, TryAgainError,
-)  # fmt: skip
 Client = redis.Redis | RedisCluster
-# Every error a call to Redis may raise for a passing reason (unreachable, loading, out of memory).
-REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.RedisError, OSError, TimeoutError, SlotNotCoveredError)
-
-
-def _lua_dir() -> Path:
-    """Installed wheels carry lua/ inside the package; a source checkout has it at the root."""
-    packaged = Path(__file__).with_name("lua")
-    return packaged if packaged.is_dir() else Path(__file__).resolve().parent.parent / "lua"
-
-
-def load_script(name: str) -> str:
-    matches = sorted(_lua_dir().glob(f"{name}-*.lua"))
-    if len(matches) != 1:
-        raise FileNotFoundError(f"Lua script {name}-N.lua not found in {_lua_dir()}")
-    return matches[0].read_text()
-
-
-class _Script:
-    """A Lua script sent by EVALSHA; its SHA1 is computed here, so the first call needs no SCRIPT
-    LOAD round trip (a server that does not know it answers NOSCRIPT and is sent it then)."""
-
-    def __init__(self, name: str) -> None:
-        self.source = load_script(name)
-        self.sha = hashlib.sha1(self.source.encode()).hexdigest()
 
 
 def connect_redis(url: str, timeout_s: float = 1.0, *, cluster: bool = False) -> Client:
@@ -185,8 +155,8 @@ class DelayQueue:
         # Shard counts in use ({prefix}: field = count, value = ms last seen by a sweeper): entries
         # in a layout no replica uses any more are moved to their new shard (drain_retired).
         self.layouts_key = f"{{{prefix}}}:layouts"
-        self._add_script = _Script("add_entries")
-        self._remove_moved_script = _Script("remove_moved")
+        self._add_script = Script("add_entries")
+        self._remove_moved_script = Script("remove_moved")
         self._pop_source = load_script("pop_due")
         self._pop_sha = ""
         self._breakers: dict[str, str] = {}
@@ -260,7 +230,7 @@ class DelayQueue:
         if calls:
             await self._eval_many(self._add_script, calls)
 
-    async def _eval_many(self, script: _Script, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
+    async def _eval_many(self, script: Script, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
         """One pipelined EVALSHA per (keys, args); a server that does not know the script (a
         restart, a promoted replica) is sent it and the pipeline again (each script is
         idempotent). Raises the first error otherwise."""

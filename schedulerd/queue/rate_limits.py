@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import redis.asyncio as redis
 
-from schedulerd.queue import load_script
+from schedulerd.queue.errors import REDIS_ERRORS
+from schedulerd.queue.scripts import load_script
 
 
 class RequestCounter:
@@ -24,7 +25,7 @@ class RequestCounter:
             count, reset_ms = await self._count_request(
                 keys=[self.key_prefix + token_id], args=[max(1, round(window_s * 1000))]
             )
-        except (redis.RedisError, OSError):
+        except REDIS_ERRORS:
             return None
         return int(count), int(reset_ms) / 1000
 
@@ -33,7 +34,7 @@ class RequestCounter:
         answer). The API peeks at an address's failed authentications before looking a token up."""
         try:
             value = await self.client.get(self.key_prefix + name)
-        except (redis.RedisError, OSError):
+        except REDIS_ERRORS:
             return None
         return int(value) if value is not None else 0
 
@@ -47,7 +48,7 @@ class RequestCounter:
                 pipe.pexpire(key, max(1, round(window_s * 1000)), nx=True)
                 pipe.pttl(key)
                 count, _, reset_ms = await pipe.execute()
-        except (redis.RedisError, OSError):
+        except REDIS_ERRORS:
             return None
         return int(count), max(0, int(reset_ms)) / 1000
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import collections
 import random
 
-from schedulerd.breaker_gate import BreakerGate
 from schedulerd.config import WorkerConfig
 from schedulerd.core.limits import admit
 from schedulerd.models import Claim
-from schedulerd.parking import Parking
+from schedulerd.worker.breaker_gate import BreakerGate
+from schedulerd.worker.parking import Parking
 
 
 class Admission:

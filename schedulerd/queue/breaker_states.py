@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import redis.asyncio as redis
 
-from schedulerd.queue import load_script
+from schedulerd.queue.scripts import load_script
 
 
 class Breakers:

@@ -1,6 +1,6 @@
 """The worker's side of the circuit breakers: the states the last pop returned (the gauge follows
 them), which claims may run and which wait behind an open breaker (one becomes the probe), and
-this worker's outcomes folded into the shared state (breaker_states.py). core/breaker.py judges."""
+this worker's outcomes folded into the shared state (queue/breaker_states.py). core/breaker.py judges."""
 
 from __future__ import annotations
 
@@ -9,11 +9,10 @@ import random
 import structlog
 
 from schedulerd import metrics
-from schedulerd.breaker_states import Breakers
 from schedulerd.config import BreakerConfig
 from schedulerd.core import breaker
 from schedulerd.models import AttemptOutcome, Claim, Outcome
-from schedulerd.queue import UNREACHABLE
+from schedulerd.queue import UNREACHABLE, Breakers
 from schedulerd.tasks import registry
 
 log = structlog.get_logger("schedulerd.worker")
