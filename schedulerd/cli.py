@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 from uuid import UUID
 from zoneinfo import ZoneInfo
 
@@ -30,11 +30,23 @@ from schedulerd.queue import UNREACHABLE
 T = TypeVar("T")
 
 
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"  # what add_subparsers returns
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="schedulerd", description="Distributed job scheduler.")
     parser.add_argument("--config", help="config file (default: $SCHEDULERD_CONFIG or ./config.toml)")
     commands = parser.add_subparsers(dest="command", required=True)
+    _ops_commands(commands)
+    _job_commands(commands)
+    _schedule_commands(commands)
+    _tenant_commands(commands)
+    _execution_commands(commands)
+    return parser
 
+
+def _ops_commands(commands: Commands) -> None:
+    """run, migrate, status, breakers: the daemon and an operator's view of it."""
     commands.add_parser("run", help="run the daemon (starts embedded servers when no URLs are set)")
     commands.add_parser("migrate", help="apply pending database migrations")
     status = commands.add_parser("status", help="one screen for an operator: queue, horizon, recent outcomes")
@@ -43,33 +55,13 @@ def _parser() -> argparse.ArgumentParser:
     breakers.add_argument("--json", action="store_true")
     breakers.add_argument("--reset", metavar="KEY", help="close this breaker by hand (e.g. http:api.example.com)")
 
+
+def _job_commands(commands: Commands) -> None:
+    """job create | list | show | pause | resume | delete | trigger | backfill | why | next."""
     job = commands.add_parser("job", help="create and inspect jobs").add_subparsers(dest="job_command", required=True)
     create = job.add_parser("create", help="create a job: now, --at/--in a time, or on a --cron schedule; or many "
                             "with --from-file")
-    create.add_argument("--task", help="registered task type (required unless --from-file)")
-    create.add_argument("--from-file", metavar="FILE", help="create many: NDJSON, one job per line with the API's fields "
-                        "(task, params, run_at, cron, timezone, retry, ..., idempotency_key, tenant); - reads standard "
-                        "input. Refused lines are reported by number and write nothing; the others are created")
-    create.add_argument("--params", default="{}", help="JSON object passed to the handler")
-    when = create.add_mutually_exclusive_group()
-    when.add_argument("--at", help="ISO 8601 instant with offset, e.g. 2026-12-01T09:00:00Z")
-    when.add_argument("--in", dest="in_", metavar="DURATION", help="delay from now, e.g. 30s, 5m, 1h30m")
-    when.add_argument("--cron", help="5-field cron expression (L, W, #, ? in the day fields), @hourly/@daily/..., "
-                      "or @every 5m (an interval from the job's creation)")
-    create.add_argument("--tz", default="UTC", help="IANA time zone of the cron expression (default UTC)")
-    create.add_argument("--misfire", default="run_once", choices=["skip", "run_once", "catch_up"],
-                        help="what happens to occurrences missed while the scheduler was down")
-    create.add_argument("--catch-up-limit", type=int, default=10, help="most missed runs replayed by catch_up")
-    create.add_argument("--window", help="smear each run by a stable offset within this window, e.g. 5m")
-    _dst_arguments(create)
-    create.add_argument("--overlap", default="allow", choices=["allow", "skip", "buffer_one", "cancel_other"],
-                        help="an occurrence due while the previous one still runs: start anyway (allow), skip it, "
-                             "start it when that one ends (buffer_one, at most one waits), or stop that one first")
-    create.add_argument("--tenant", default="default")
-    create.add_argument("--name")
-    create.add_argument("--max-attempts", type=int)
-    create.add_argument("--timeout", help="handler timeout, e.g. 30s (default from [jobs].timeout_s)")
-    create.add_argument("--json", action="store_true")
+    _job_create_flags(create)
     listing_jobs = job.add_parser("list", help="jobs, newest first")
     listing_jobs.add_argument("--tenant")
     listing_jobs.add_argument("--deleted", action="store_true", help="include deleted jobs")
@@ -98,6 +90,36 @@ def _parser() -> argparse.ArgumentParser:
     upcoming.add_argument("--count", type=int, default=5)
     upcoming.add_argument("--json", action="store_true")
 
+
+def _job_create_flags(create: argparse.ArgumentParser) -> None:
+    create.add_argument("--task", help="registered task type (required unless --from-file)")
+    create.add_argument("--from-file", metavar="FILE", help="create many: NDJSON, one job per line with the API's fields "
+                        "(task, params, run_at, cron, timezone, retry, ..., idempotency_key, tenant); - reads standard "
+                        "input. Refused lines are reported by number and write nothing; the others are created")
+    create.add_argument("--params", default="{}", help="JSON object passed to the handler")
+    when = create.add_mutually_exclusive_group()
+    when.add_argument("--at", help="ISO 8601 instant with offset, e.g. 2026-12-01T09:00:00Z")
+    when.add_argument("--in", dest="in_", metavar="DURATION", help="delay from now, e.g. 30s, 5m, 1h30m")
+    when.add_argument("--cron", help="5-field cron expression (L, W, #, ? in the day fields), @hourly/@daily/..., "
+                      "or @every 5m (an interval from the job's creation)")
+    create.add_argument("--tz", default="UTC", help="IANA time zone of the cron expression (default UTC)")
+    create.add_argument("--misfire", default="run_once", choices=["skip", "run_once", "catch_up"],
+                        help="what happens to occurrences missed while the scheduler was down")
+    create.add_argument("--catch-up-limit", type=int, default=10, help="most missed runs replayed by catch_up")
+    create.add_argument("--window", help="smear each run by a stable offset within this window, e.g. 5m")
+    _dst_arguments(create)
+    create.add_argument("--overlap", default="allow", choices=["allow", "skip", "buffer_one", "cancel_other"],
+                        help="an occurrence due while the previous one still runs: start anyway (allow), skip it, "
+                             "start it when that one ends (buffer_one, at most one waits), or stop that one first")
+    create.add_argument("--tenant", default="default")
+    create.add_argument("--name")
+    create.add_argument("--max-attempts", type=int)
+    create.add_argument("--timeout", help="handler timeout, e.g. 30s (default from [jobs].timeout_s)")
+    create.add_argument("--json", action="store_true")
+
+
+def _schedule_commands(commands: Commands) -> None:
+    """cron next, tz report: schedules apart from any job."""
     cron = commands.add_parser("cron", help="preview cron expressions").add_subparsers(dest="cron_command", required=True)
     preview = cron.add_parser("next", help="the next runs of an expression, in its zone and in UTC")
     preview.add_argument("expression")
@@ -113,6 +135,9 @@ def _parser() -> argparse.ArgumentParser:
     tz_report.add_argument("--limit", type=int, default=100, help="most moved jobs listed")
     tz_report.add_argument("--json", action="store_true")
 
+
+def _tenant_commands(commands: Commands) -> None:
+    """tenant create, token create | list | revoke: who may use the API."""
     tenant = commands.add_parser("tenant", help="API tenants").add_subparsers(dest="tenant_command", required=True)
     tenant_create = tenant.add_parser("create", help="register a tenant; prints its first API token (once)")
     tenant_create.add_argument("name")
@@ -126,6 +151,9 @@ def _parser() -> argparse.ArgumentParser:
     token_revoke.add_argument("id")
     token_revoke.add_argument("--json", action="store_true")
 
+
+def _execution_commands(commands: Commands) -> None:
+    """executions list | show | redrive: what ran, and failed ones given another budget."""
     executions = commands.add_parser("executions", help="inspect executions").add_subparsers(
         dest="executions_command", required=True
     )
@@ -153,7 +181,6 @@ def _parser() -> argparse.ArgumentParser:
     show = executions.add_parser("show", help="one execution with every attempt")
     show.add_argument("id")
     show.add_argument("--json", action="store_true")
-    return parser
 
 
 def _failed_filters(parser: argparse.ArgumentParser, prefix: str, *, since: bool = True) -> None:
