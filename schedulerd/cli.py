@@ -20,6 +20,7 @@ from uuid import UUID
 from zoneinfo import ZoneInfo
 
 from schedulerd import config as config_module
+from schedulerd import job_fields
 from schedulerd.config import Config
 from schedulerd.core.durations import parse_duration_s, parse_instant
 from schedulerd.core.late import LateReason, resolve_at, window_label
@@ -91,30 +92,35 @@ def _job_commands(commands: Commands) -> None:
     upcoming.add_argument("--json", action="store_true")
 
 
+# argparse's settings for `job create` flags beyond name, help and choices (job_fields.FIELDS).
+# The others default to None, so a flag left out is told from one given.
+_CREATE_FLAG_OPTIONS: dict[str, dict[str, Any]] = {
+    "--params": {"default": "{}"},
+    "--in": {"dest": "in_", "metavar": "DURATION"},
+    "--tz": {"default": "UTC"},
+    "--misfire": {"default": "run_once"},
+    "--catch-up-limit": {"type": int, "default": 10},
+    "--overlap": {"default": "allow"},
+    "--tenant": {"default": "default"},
+    "--max-attempts": {"type": int},
+}  # fmt: skip
+_WHEN_FLAGS = frozenset({"--at", "--in", "--cron"})  # when the job runs: one of them at most
+# A refusal names a field (job_fields: JobSpec's name); the user of `job create` typed flags.
+_CREATE_FLAGS = job_fields.renamed("flag")
+
+
 def _job_create_flags(create: argparse.ArgumentParser) -> None:
-    create.add_argument("--task", help="registered task type (required unless --from-file)")
+    """A flag for each job field that has one, in job_fields.FIELDS order, with its doc line as help."""
     create.add_argument("--from-file", metavar="FILE", help="create many: NDJSON, one job per line with the API's fields "
                         "(task, params, run_at, cron, timezone, retry, ..., idempotency_key, tenant); - reads standard "
                         "input. Refused lines are reported by number and write nothing; the others are created")
-    create.add_argument("--params", default="{}", help="JSON object passed to the handler")
     when = create.add_mutually_exclusive_group()
-    when.add_argument("--at", help="ISO 8601 instant with offset, e.g. 2026-12-01T09:00:00Z")
-    when.add_argument("--in", dest="in_", metavar="DURATION", help="delay from now, e.g. 30s, 5m, 1h30m")
-    when.add_argument("--cron", help="5-field cron expression (L, W, #, ? in the day fields), @hourly/@daily/..., "
-                      "or @every 5m (an interval from the job's creation)")
-    create.add_argument("--tz", default="UTC", help="IANA time zone of the cron expression (default UTC)")
-    create.add_argument("--misfire", default="run_once", choices=["skip", "run_once", "catch_up"],
-                        help="what happens to occurrences missed while the scheduler was down")
-    create.add_argument("--catch-up-limit", type=int, default=10, help="most missed runs replayed by catch_up")
-    create.add_argument("--window", help="smear each run by a stable offset within this window, e.g. 5m")
-    _dst_arguments(create)
-    create.add_argument("--overlap", default="allow", choices=["allow", "skip", "buffer_one", "cancel_other"],
-                        help="an occurrence due while the previous one still runs: start anyway (allow), skip it, "
-                             "start it when that one ends (buffer_one, at most one waits), or stop that one first")
-    create.add_argument("--tenant", default="default")
-    create.add_argument("--name")
-    create.add_argument("--max-attempts", type=int)
-    create.add_argument("--timeout", help="handler timeout, e.g. 30s (default from [jobs].timeout_s)")
+    for field in job_fields.FIELDS:
+        if field.flag is not None:
+            (when if field.flag in _WHEN_FLAGS else create).add_argument(
+                field.flag, help=field.doc + field.flag_note, choices=field.choices or None,
+                **_CREATE_FLAG_OPTIONS.get(field.flag, {}),
+            )  # fmt: skip
     create.add_argument("--json", action="store_true")
 
 
@@ -126,7 +132,9 @@ def _schedule_commands(commands: Commands) -> None:
     preview.add_argument("--tz", default="UTC")
     preview.add_argument("--from", dest="from_", help="ISO 8601 instant to start after (default now)")
     preview.add_argument("--count", type=int, default=5)
-    _dst_arguments(preview)
+    for field in job_fields.FIELDS:
+        if field.spec in ("dst_repeated", "dst_missing") and field.flag is not None:  # as `job create` takes them
+            preview.add_argument(field.flag, choices=field.choices, help=field.doc)
     preview.add_argument("--json", action="store_true")
 
     tz = commands.add_parser("tz", help="the tz database and its changes").add_subparsers(dest="tz_command", required=True)
@@ -189,15 +197,6 @@ def _failed_filters(parser: argparse.ArgumentParser, prefix: str, *, since: bool
     if since:
         parser.add_argument("--since", help=f"{prefix}only those that failed at or after this ISO 8601 instant")
     parser.add_argument("--until", help=f"{prefix}only those that failed before this ISO 8601 instant")
-
-
-def _dst_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dst-repeated", choices=["first", "both"],
-                        help="a wall time that happens twice (fall back): run at its first pass or at both "
-                             "(default: the DST rule, first for fixed times, both for a cadence)")
-    parser.add_argument("--dst-missing", choices=["shift", "skip"],
-                        help="a wall time that does not exist (spring forward): run at the end of the gap or skip it "
-                             "(default: the DST rule, shift for fixed times, skip for a cadence)")  # fmt: skip
 
 
 def _uuid(text: str, field: str) -> UUID:
@@ -286,12 +285,8 @@ def _job_spec(args: argparse.Namespace) -> Any:
 
 def _create_flag_error(exc: ValidationError) -> ValidationError:
     """Jobs name fields; the user of `job create` typed flags."""
-    flags = {"run_at": "--at", "in": "--in", "timezone": "--tz", "cron": "--cron", "params": "--params",
-             "window": "--window", "timeout_s": "--timeout", "max_attempts": "--max-attempts", "name": "--name",
-             "tenant": "--tenant", "task": "--task", "catch_up_limit": "--catch-up-limit", "overlap": "--overlap",
-             "misfire_policy": "--misfire", "dst_repeated": "--dst-repeated", "dst_missing": "--dst-missing"}  # fmt: skip
     field = exc.field.split(".")[0].split("[")[0].split(" ")[0]
-    return ValidationError(flags.get(field, exc.field), exc.message, exc.limit)
+    return ValidationError(_CREATE_FLAGS.get(field, exc.field), exc.message, exc.limit)
 
 
 def _print_runs(runs: Sequence[Any], zone: str) -> None:
