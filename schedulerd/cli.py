@@ -15,11 +15,12 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 from uuid import UUID
 from zoneinfo import ZoneInfo
 
 from schedulerd import config as config_module
+from schedulerd import job_fields
 from schedulerd.config import Config
 from schedulerd.core.durations import parse_duration_s, parse_instant
 from schedulerd.core.late import LateReason, resolve_at, window_label
@@ -30,11 +31,23 @@ from schedulerd.queue import UNREACHABLE
 T = TypeVar("T")
 
 
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"  # what add_subparsers returns
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="schedulerd", description="Distributed job scheduler.")
     parser.add_argument("--config", help="config file (default: $SCHEDULERD_CONFIG or ./config.toml)")
     commands = parser.add_subparsers(dest="command", required=True)
+    _ops_commands(commands)
+    _job_commands(commands)
+    _schedule_commands(commands)
+    _tenant_commands(commands)
+    _execution_commands(commands)
+    return parser
 
+
+def _ops_commands(commands: Commands) -> None:
+    """run, migrate, status, breakers: the daemon and an operator's view of it."""
     commands.add_parser("run", help="run the daemon (starts embedded servers when no URLs are set)")
     commands.add_parser("migrate", help="apply pending database migrations")
     status = commands.add_parser("status", help="one screen for an operator: queue, horizon, recent outcomes")
@@ -43,33 +56,13 @@ def _parser() -> argparse.ArgumentParser:
     breakers.add_argument("--json", action="store_true")
     breakers.add_argument("--reset", metavar="KEY", help="close this breaker by hand (e.g. http:api.example.com)")
 
+
+def _job_commands(commands: Commands) -> None:
+    """job create | list | show | pause | resume | delete | trigger | backfill | why | next."""
     job = commands.add_parser("job", help="create and inspect jobs").add_subparsers(dest="job_command", required=True)
     create = job.add_parser("create", help="create a job: now, --at/--in a time, or on a --cron schedule; or many "
                             "with --from-file")
-    create.add_argument("--task", help="registered task type (required unless --from-file)")
-    create.add_argument("--from-file", metavar="FILE", help="create many: NDJSON, one job per line with the API's fields "
-                        "(task, params, run_at, cron, timezone, retry, ..., idempotency_key, tenant); - reads standard "
-                        "input. Refused lines are reported by number and write nothing; the others are created")
-    create.add_argument("--params", default="{}", help="JSON object passed to the handler")
-    when = create.add_mutually_exclusive_group()
-    when.add_argument("--at", help="ISO 8601 instant with offset, e.g. 2026-12-01T09:00:00Z")
-    when.add_argument("--in", dest="in_", metavar="DURATION", help="delay from now, e.g. 30s, 5m, 1h30m")
-    when.add_argument("--cron", help="5-field cron expression (L, W, #, ? in the day fields), @hourly/@daily/..., "
-                      "or @every 5m (an interval from the job's creation)")
-    create.add_argument("--tz", default="UTC", help="IANA time zone of the cron expression (default UTC)")
-    create.add_argument("--misfire", default="run_once", choices=["skip", "run_once", "catch_up"],
-                        help="what happens to occurrences missed while the scheduler was down")
-    create.add_argument("--catch-up-limit", type=int, default=10, help="most missed runs replayed by catch_up")
-    create.add_argument("--window", help="smear each run by a stable offset within this window, e.g. 5m")
-    _dst_arguments(create)
-    create.add_argument("--overlap", default="allow", choices=["allow", "skip", "buffer_one", "cancel_other"],
-                        help="an occurrence due while the previous one still runs: start anyway (allow), skip it, "
-                             "start it when that one ends (buffer_one, at most one waits), or stop that one first")
-    create.add_argument("--tenant", default="default")
-    create.add_argument("--name")
-    create.add_argument("--max-attempts", type=int)
-    create.add_argument("--timeout", help="handler timeout, e.g. 30s (default from [jobs].timeout_s)")
-    create.add_argument("--json", action="store_true")
+    _job_create_flags(create)
     listing_jobs = job.add_parser("list", help="jobs, newest first")
     listing_jobs.add_argument("--tenant")
     listing_jobs.add_argument("--deleted", action="store_true", help="include deleted jobs")
@@ -98,13 +91,50 @@ def _parser() -> argparse.ArgumentParser:
     upcoming.add_argument("--count", type=int, default=5)
     upcoming.add_argument("--json", action="store_true")
 
+
+# argparse's settings for `job create` flags beyond name, help and choices (job_fields.FIELDS).
+# The others default to None, so a flag left out is told from one given.
+_CREATE_FLAG_OPTIONS: dict[str, dict[str, Any]] = {
+    "--params": {"default": "{}"},
+    "--in": {"dest": "in_", "metavar": "DURATION"},
+    "--tz": {"default": "UTC"},
+    "--misfire": {"default": "run_once"},
+    "--catch-up-limit": {"type": int, "default": 10},
+    "--overlap": {"default": "allow"},
+    "--tenant": {"default": "default"},
+    "--max-attempts": {"type": int},
+}  # fmt: skip
+_WHEN_FLAGS = frozenset({"--at", "--in", "--cron"})  # when the job runs: one of them at most
+# A refusal names a field (job_fields: JobSpec's name); the user of `job create` typed flags.
+_CREATE_FLAGS = job_fields.renamed("flag")
+
+
+def _job_create_flags(create: argparse.ArgumentParser) -> None:
+    """A flag for each job field that has one, in job_fields.FIELDS order, with its doc line as help."""
+    create.add_argument("--from-file", metavar="FILE", help="create many: NDJSON, one job per line with the API's fields "
+                        "(task, params, run_at, cron, timezone, retry, ..., idempotency_key, tenant); - reads standard "
+                        "input. Refused lines are reported by number and write nothing; the others are created")
+    when = create.add_mutually_exclusive_group()
+    for field in job_fields.FIELDS:
+        if field.flag is not None:
+            (when if field.flag in _WHEN_FLAGS else create).add_argument(
+                field.flag, help=field.doc + field.flag_note, choices=field.choices or None,
+                **_CREATE_FLAG_OPTIONS.get(field.flag, {}),
+            )  # fmt: skip
+    create.add_argument("--json", action="store_true")
+
+
+def _schedule_commands(commands: Commands) -> None:
+    """cron next, tz report: schedules apart from any job."""
     cron = commands.add_parser("cron", help="preview cron expressions").add_subparsers(dest="cron_command", required=True)
     preview = cron.add_parser("next", help="the next runs of an expression, in its zone and in UTC")
     preview.add_argument("expression")
     preview.add_argument("--tz", default="UTC")
     preview.add_argument("--from", dest="from_", help="ISO 8601 instant to start after (default now)")
     preview.add_argument("--count", type=int, default=5)
-    _dst_arguments(preview)
+    for field in job_fields.FIELDS:
+        if field.spec in ("dst_repeated", "dst_missing") and field.flag is not None:  # as `job create` takes them
+            preview.add_argument(field.flag, choices=field.choices, help=field.doc)
     preview.add_argument("--json", action="store_true")
 
     tz = commands.add_parser("tz", help="the tz database and its changes").add_subparsers(dest="tz_command", required=True)
@@ -113,6 +143,9 @@ def _parser() -> argparse.ArgumentParser:
     tz_report.add_argument("--limit", type=int, default=100, help="most moved jobs listed")
     tz_report.add_argument("--json", action="store_true")
 
+
+def _tenant_commands(commands: Commands) -> None:
+    """tenant create, token create | list | revoke: who may use the API."""
     tenant = commands.add_parser("tenant", help="API tenants").add_subparsers(dest="tenant_command", required=True)
     tenant_create = tenant.add_parser("create", help="register a tenant; prints its first API token (once)")
     tenant_create.add_argument("name")
@@ -126,6 +159,9 @@ def _parser() -> argparse.ArgumentParser:
     token_revoke.add_argument("id")
     token_revoke.add_argument("--json", action="store_true")
 
+
+def _execution_commands(commands: Commands) -> None:
+    """executions list | show | redrive: what ran, and failed ones given another budget."""
     executions = commands.add_parser("executions", help="inspect executions").add_subparsers(
         dest="executions_command", required=True
     )
@@ -153,7 +189,6 @@ def _parser() -> argparse.ArgumentParser:
     show = executions.add_parser("show", help="one execution with every attempt")
     show.add_argument("id")
     show.add_argument("--json", action="store_true")
-    return parser
 
 
 def _failed_filters(parser: argparse.ArgumentParser, prefix: str, *, since: bool = True) -> None:
@@ -162,15 +197,6 @@ def _failed_filters(parser: argparse.ArgumentParser, prefix: str, *, since: bool
     if since:
         parser.add_argument("--since", help=f"{prefix}only those that failed at or after this ISO 8601 instant")
     parser.add_argument("--until", help=f"{prefix}only those that failed before this ISO 8601 instant")
-
-
-def _dst_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dst-repeated", choices=["first", "both"],
-                        help="a wall time that happens twice (fall back): run at its first pass or at both "
-                             "(default: the DST rule, first for fixed times, both for a cadence)")
-    parser.add_argument("--dst-missing", choices=["shift", "skip"],
-                        help="a wall time that does not exist (spring forward): run at the end of the gap or skip it "
-                             "(default: the DST rule, shift for fixed times, skip for a cadence)")  # fmt: skip
 
 
 def _uuid(text: str, field: str) -> UUID:
@@ -259,12 +285,8 @@ def _job_spec(args: argparse.Namespace) -> Any:
 
 def _create_flag_error(exc: ValidationError) -> ValidationError:
     """Jobs name fields; the user of `job create` typed flags."""
-    flags = {"run_at": "--at", "in": "--in", "timezone": "--tz", "cron": "--cron", "params": "--params",
-             "window": "--window", "timeout_s": "--timeout", "max_attempts": "--max-attempts", "name": "--name",
-             "tenant": "--tenant", "task": "--task", "catch_up_limit": "--catch-up-limit", "overlap": "--overlap",
-             "misfire_policy": "--misfire", "dst_repeated": "--dst-repeated", "dst_missing": "--dst-missing"}  # fmt: skip
     field = exc.field.split(".")[0].split("[")[0].split(" ")[0]
-    return ValidationError(flags.get(field, exc.field), exc.message, exc.limit)
+    return ValidationError(_CREATE_FLAGS.get(field, exc.field), exc.message, exc.limit)
 
 
 def _print_runs(runs: Sequence[Any], zone: str) -> None:

@@ -27,6 +27,7 @@ from schedulerd.config import Config
 from schedulerd.core.durations import parse_duration_s, parse_instant
 from schedulerd.errors import ValidationError
 from schedulerd.intake import Enqueued, EnqueuedExecution, Intake, Item, Refused, Result, SharedBatches
+from schedulerd.job_fields import renamed
 from schedulerd.jobs import JobSpec
 from schedulerd.models import Enqueue, Execution, ExecutionStatus
 from schedulerd.queue import DelayQueue
@@ -110,8 +111,7 @@ class JobRequest:
 
 _REQUEST_FIELDS = frozenset(f.name for f in fields(JobRequest))
 # The intake names JobSpec's fields; a refusal names the argument the caller wrote.
-_ARGUMENT_OF = {"timezone": "tz", "run_at": "at", "in": "in_", "timeout_s": "timeout", "misfire_policy": "misfire",
-                "window_s": "window"}  # fmt: skip
+_ARGUMENT_OF = renamed("argument")
 
 
 def _item(options: Mapping[str, Any]) -> Item:

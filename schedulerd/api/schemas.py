@@ -11,6 +11,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from schedulerd.core.durations import parse_instant, text_problem
 from schedulerd.core.late import LateReason
+from schedulerd.job_fields import doc, renamed
 from schedulerd.jobs import JobSpec
 from schedulerd.models import ExecutionStatus
 
@@ -41,17 +42,10 @@ Seconds = Annotated[StrictFloat, Field(allow_inf_nan=False)]
 LateReasonName = Literal["scheduler_down", "backlog", "misfire_skip", "overlap", "paused", "breaker_open", "tenant_cap"]
 assert set(LateReasonName.__args__) == set(LateReason)  # type: ignore[attr-defined]
 Overlap = Literal["allow", "skip", "buffer_one", "cancel_other"]
-OVERLAP_HELP = ("an occurrence due while the job's previous execution still runs: start anyway (allow), skip it, "
-                "start it when that one ends (buffer_one; at most one waits), or ask that one to stop and then "
-                "start (cancel_other)")
+OVERLAP_HELP = doc("overlap")
 
-
-# schedulerd's own field names -> the request body's (JobSpec is flat; the body nests some).
-BODY_FIELDS = {
-    "window": "window_s", "max_attempts": "retry.max_attempts", "backoff_base_s": "retry.backoff_base_s",
-    "backoff_factor": "retry.backoff_factor", "backoff_max_s": "retry.backoff_max_s",
-    "misfire_policy": "misfire.policy", "catch_up_limit": "misfire.catch_up_limit", "id": "job_id",
-}  # fmt: skip
+# The names refusals carry (JobSpec's, flat) -> the request body's (nested for some).
+BODY_FIELDS = {**renamed("body"), "id": "job_id"}  # id: a steered job's, the path's job_id
 
 
 class _Input(BaseModel):
@@ -61,35 +55,32 @@ class _Input(BaseModel):
 class RetryPolicy(_Input):
     """Omitted fields take the server's [jobs] defaults."""
 
-    max_attempts: StrictInt | None = Field(None, ge=1, le=100, description="attempts before the execution is failed")
-    backoff_base_s: Seconds | None = Field(None, ge=0, le=86400, description="delay cap before attempt 2")
-    backoff_factor: Seconds | None = Field(None, ge=1, le=100, description="the cap grows by this factor per attempt")
-    backoff_max_s: Seconds | None = Field(None, ge=0, le=604800, description="largest delay cap")
+    max_attempts: StrictInt | None = Field(None, ge=1, le=100, description=doc("max_attempts"))
+    backoff_base_s: Seconds | None = Field(None, ge=0, le=86400, description=doc("backoff_base_s"))
+    backoff_factor: Seconds | None = Field(None, ge=1, le=100, description=doc("backoff_factor"))
+    backoff_max_s: Seconds | None = Field(None, ge=0, le=604800, description=doc("backoff_max_s"))
 
 
 class MisfirePolicy(_Input):
-    policy: Literal["skip", "run_once", "catch_up"] = "run_once"
-    catch_up_limit: StrictInt = Field(10, ge=0, le=1000, description="most missed runs replayed by catch_up")
+    policy: Literal["skip", "run_once", "catch_up"] = Field("run_once", description=doc("misfire_policy"))
+    catch_up_limit: StrictInt = Field(10, ge=0, le=1000, description=doc("catch_up_limit"))
 
 
 class JobCreate(_Input):
     """No run_at and no cron: run now. run_at: once at that instant. cron + timezone: recurring."""
 
-    task: Text = Field(..., max_length=200, description="a registered task type (GET /v1/tasks)")
-    params: dict[str, Any] = Field(default_factory=dict, description="JSON object passed to the handler")
-    name: Text | None = Field(None, max_length=200)
-    run_at: Instant | None = Field(None, description="ISO 8601 instant with a UTC offset")
-    cron: Text | None = Field(None, max_length=200, description="5-field cron expression (Quartz's L, W, #, ? accepted in the day fields), "
-                             "@hourly, @daily, ..., or an interval from the job's creation: @every 5m")
-    timezone: Text = Field("UTC", max_length=100, description="IANA zone the cron expression is read in")
+    task: Text = Field(..., max_length=200, description=doc("task"))
+    params: dict[str, Any] = Field(default_factory=dict, description=doc("params"))
+    name: Text | None = Field(None, max_length=200, description=doc("name"))
+    run_at: Instant | None = Field(None, description=doc("run_at"))
+    cron: Text | None = Field(None, max_length=200, description=doc("cron"))
+    timezone: Text = Field("UTC", max_length=100, description=doc("timezone"))
     misfire: MisfirePolicy = Field(default_factory=MisfirePolicy)
-    window_s: Seconds = Field(0.0, ge=0, le=86400, description="smear each run by a stable offset within this window")
+    window_s: Seconds = Field(0.0, ge=0, le=86400, description=doc("window_s"))
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
-    timeout_s: Seconds | None = Field(None, gt=0, le=604800, description="handler timeout")
-    dst_repeated: Literal["first", "both"] | None = Field(
-        None, description="cron: a wall time that happens twice runs at its first pass or at both; null: the DST rule")
-    dst_missing: Literal["shift", "skip"] | None = Field(
-        None, description="cron: a wall time that does not exist runs at the end of the gap or is skipped; null: the DST rule")
+    timeout_s: Seconds | None = Field(None, gt=0, le=604800, description=doc("timeout_s"))
+    dst_repeated: Literal["first", "both"] | None = Field(None, description=doc("dst_repeated"))
+    dst_missing: Literal["shift", "skip"] | None = Field(None, description=doc("dst_missing"))
     overlap: Overlap = Field("allow", description=OVERLAP_HELP)
 
     def spec(self, tenant: str) -> JobSpec:
@@ -110,8 +101,7 @@ IdempotencyKey = Annotated[StrictStr, Field(min_length=1, max_length=200, patter
 class JobBatchItem(JobCreate):
     """One job of a batch: the fields of a single create, and its own idempotency key."""
 
-    idempotency_key: IdempotencyKey | None = Field(
-        None, description="repeat this item safely: the same key (per tenant) returns the first result")
+    idempotency_key: IdempotencyKey | None = Field(None, description=doc("idempotency_key"))
 
 
 def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
