@@ -37,6 +37,7 @@ from schedulerd.worker import Worker
 
 log = structlog.get_logger("schedulerd.daemon")
 
+
 async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
     """Run the configured loops until `stop` is set or one of them fails."""
     loader.load_modules(config.daemon.task_modules)
@@ -58,10 +59,10 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
         await clock.report_skew(store)  # a host clock far from Postgres's is worth a warning (nothing depends on it)
         if "worker" in config.daemon.roles:  # before anything runs: producers check task names against these
             await task_types.report(store, worker_id)
-        services = loops(config, store, queue, worker_id)
+        services = build_loops(config, store, queue, worker_id)
         if "materialiser" in services:
             await catch_up(config, store, queue, worker_id, services["materialiser"])
-        services.update(listeners(config, store, queue))
+        services.update(open_listeners(config, store, queue))
         services["observer"] = Observer(store, queue, config, worker_id)
         await supervise(config, services, worker_id, stop)
     finally:
@@ -70,7 +71,7 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
         await store.close()
 
 
-def loops(config: Config, store: Store, queue: DelayQueue, worker_id: str) -> dict[str, Any]:
+def build_loops(config: Config, store: Store, queue: DelayQueue, worker_id: str) -> dict[str, Any]:
     """The loops of the configured roles, by role, built but not started."""
     services: dict[str, Any] = {}
     if "materialiser" in config.daemon.roles:
@@ -109,7 +110,7 @@ async def catch_up(config: Config, store: Store, queue: DelayQueue, worker_id: s
         log.warning("materialiser.error", error=f"{type(exc).__name__}: {exc}")
 
 
-def listeners(config: Config, store: Store, queue: DelayQueue) -> dict[str, Any]:
+def open_listeners(config: Config, store: Store, queue: DelayQueue) -> dict[str, Any]:
     """The enabled HTTP listeners, bound (a taken port raises ConfigError), as loops by name."""
     services: dict[str, Any] = {}
     if config.api.enabled:  # the HTTP API and dashboard, on this same event loop
