@@ -1,6 +1,6 @@
 """Writing cron jobs' occurrences inside the caller's transaction, and judging the missed ones by
-each job's misfire policy: the service the materialiser's loop, the intake and job steering
-(resume, a new cron job) share. Runs no loop of its own.
+each job's misfire policy: shared by the materialiser's loop, the intake (a new cron job's first
+horizon) and Jobs (a resumed job). Runs no loop of its own.
 """
 
 from __future__ import annotations
