@@ -23,10 +23,9 @@ from schedulerd import config as config_module
 from schedulerd import job_fields
 from schedulerd.config import Config
 from schedulerd.core.durations import parse_duration_s, parse_instant
-from schedulerd.core.late import LateReason, resolve_at, window_label
+from schedulerd.core.late import LateReason, resolve_at
 from schedulerd.errors import ConfigError, NotFoundError, SchedulerdError, SchemaError, ValidationError
 from schedulerd.models import ExecutionStatus
-from schedulerd.queue import UNREACHABLE
 
 T = TypeVar("T")
 
@@ -227,34 +226,6 @@ def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-async def _connect(config: Config) -> tuple[Any, Any]:
-    from schedulerd.daemon import resolve_servers
-    from schedulerd.queue import DelayQueue
-    from schedulerd.store import Store
-
-    servers = resolve_servers(config, start=False)
-    store = await Store.connect(servers.database_url, min_size=1, max_size=2)
-    try:
-        missing = await store.migration_missing()
-    except BaseException:
-        await store.close()
-        raise
-    if missing:  # say what to do, rather than fail later with a driver's "relation does not exist"
-        await store.close()
-        never = len(missing) == len(_shipped_migrations())
-        raise SchemaError(
-            ("the database has no schedulerd schema" if never else f"the database lacks migration(s) {', '.join(missing)}")
-            + ": run `schedulerd migrate` (or start the daemon, which migrates at start) first"
-        )
-    return store, DelayQueue.from_config(servers.redis_url, config.redis)
-
-
-def _shipped_migrations() -> list[str]:
-    from schedulerd.store.store import MIGRATIONS_DIR
-
-    return sorted(p.stem for p in MIGRATIONS_DIR.glob("*.sql"))
-
-
 def _parse(field: str, parse: Callable[[str], T], text: str) -> T:
     """Every flag's value goes through here: whatever a parser chokes on (a bad value, an instant
     past the calendar, a document nested past the recursion limit) is exit 2 naming the flag."""
@@ -304,9 +275,10 @@ class _Session:
         self.config = config
 
     async def __aenter__(self) -> Any:
+        from schedulerd import servers
         from schedulerd.jobs import Jobs
 
-        self.store, self.queue = await _connect(self.config)
+        self.store, self.queue = await servers.connect(self.config, pool_max=2, check_schema=True)
         return Jobs(self.store, self.queue, self.config)
 
     async def __aexit__(self, *exc: object) -> None:
@@ -813,55 +785,18 @@ def _counts(counts: dict[str, int]) -> str:
 
 
 async def _status(args: argparse.Namespace, config: Config) -> None:
-    from schedulerd.late_runs import LateRuns
+    from schedulerd import overview
 
     async with _Session(config) as jobs:
-        overview = await jobs.store.execution_overview()
-        horizon, now = await jobs.store.job_horizon()
-        replicas = await jobs.store.replica_list(seen_within_s=60)
-        lag = await jobs.store.execution_recent_lag(within_s=300)
-        forecast = await LateRuns(jobs.store, config).forecast()
-        late_last_hour = await jobs.store.execution_late_counts(within_s=3600)
-        try:
-            depth: int | None = await jobs.queue.depth()
-        except UNREACHABLE:
-            depth = None  # say so rather than fail: this is the screen used when things are broken
-
-    def overdue_s(at: datetime | None) -> float | None:
-        # How long past due; 0 for one not due yet (queued ahead of time), never negative.
-        return round(max(0.0, (now - at).total_seconds()), 3) if at else None
-
-    oldest_queued, oldest_pending = overview["oldest_queued_due_at"], overview["oldest_pending_due_at"]
-    report = {
-        "now": now.isoformat(),
-        "replicas": [
-            {"worker_id": r["worker_id"], "roles": r["roles"], "version": r["version"],
-             "seen_s_ago": round(max(0.0, r["seen_ago"].total_seconds()), 1),
-             "up_s": round(max(0.0, (now - r["started_at"]).total_seconds()))}
-            for r in replicas
-        ],
-        "queue_depth": depth,
-        "oldest_queued_due_at": oldest_queued.isoformat() if oldest_queued else None,
-        "oldest_queued_due_age_s": overdue_s(oldest_queued),
-        "oldest_pending_due_at": oldest_pending.isoformat() if oldest_pending else None,
-        "oldest_pending_due_age_s": overdue_s(oldest_pending),
-        "start_lag_last_5m_s": {k: (round(lag[k], 3) if lag[k] is not None else None) for k in ("p50", "p95", "p99")},
-        "started_last_5m": lag["started"],
-        "failed_last_hour": lag["failed_last_hour"],
-        # How far ahead every enabled cron job is written (negative: behind); alert well before 0.
-        "materialiser_horizon_s": round((horizon - now).total_seconds(), 3) if horizon else None,
-        "last_hour_by_status": overview["last_hour_by_status"],
-        # Known future load: not yet started and due within each window (scale before it lands).
-        "due_next": dict(zip(map(window_label, forecast.windows_s), forecast.total)),
-        # Occurrences of the last hour that did not start within their grace, by late reason.
-        "late_last_hour_by_reason": late_last_hour,
-    }  # fmt: skip
+        fleet = await overview.fleet(jobs.store, jobs.queue, config)
+    now, report = fleet.now, fleet.report
+    oldest_queued, oldest_pending, depth = fleet.oldest_queued_due_at, fleet.oldest_pending_due_at, report["queue_depth"]
     if args.json:
         print(json.dumps(report))
         return
     print(f"schedulerd status at {_time(now)} (Postgres's clock)")
     print()
-    print(f"replicas seen in the last minute: {len(replicas)}")
+    print(f"replicas seen in the last minute: {len(report['replicas'])}")
     rows = [(r["worker_id"], ", ".join(r["roles"]), r["version"], _span(r["up_s"]), f"{_span(r['seen_s_ago'])} ago")
             for r in report["replicas"]]  # fmt: skip
     if rows:
@@ -887,14 +822,14 @@ async def _status(args: argparse.Namespace, config: Config) -> None:
              else f"{_span(horizon_s)} ahead" if horizon_s >= 0 else f"BEHIND by {_span(horizon_s)}"),
         ]),
         ("last 5 minutes", [
-            ("started", f"{lag['started']:,}"),
+            ("started", f"{report['started_last_5m']:,}"),
             ("start lag", "-" if report["start_lag_last_5m_s"]["p50"] is None else "  ".join(
                 f"{k} {v:.3f} s" for k, v in report["start_lag_last_5m_s"].items() if v is not None)),
         ]),
         ("last hour", [
-            ("failed", f"{lag['failed_last_hour']:,}"),
+            ("failed", f"{report['failed_last_hour']:,}"),
             ("by status", _counts(report["last_hour_by_status"])),
-            ("late, by reason", _counts(late_last_hour)),
+            ("late, by reason", _counts(report["late_last_hour_by_reason"])),
         ]),
         ("due next", [(f"within {window}", f"{count:,}") for window, count in report["due_next"].items()]),
     ]  # fmt: skip
@@ -966,10 +901,10 @@ async def _token_list_revoke(args: argparse.Namespace, config: Config) -> None:
 
 
 async def _migrate(args: argparse.Namespace, config: Config) -> None:
-    from schedulerd.daemon import resolve_servers
+    from schedulerd import servers
     from schedulerd.store import migrate
 
-    applied = await migrate(resolve_servers(config, start=False).database_url)
+    applied = await migrate(servers.resolve(config).database_url)
     print(f"applied {applied} migration(s)" if applied else "database schema is current")
 
 

@@ -22,6 +22,7 @@ from uuid import UUID
 import structlog
 
 from schedulerd import config as config_module
+from schedulerd import servers
 from schedulerd.clock import ServerClock
 from schedulerd.config import Config
 from schedulerd.core.durations import parse_duration_s, parse_instant
@@ -181,12 +182,9 @@ class Client:
         """Connect with the daemon's configuration: `config`, else config.toml (or `config_path`,
         or $SCHEDULERD_CONFIG) and SCHEDULERD_* variables; no URLs: the embedded servers that
         `schedulerd run` started in this folder."""
-        from schedulerd.daemon import resolve_servers
-
         config = config or config_module.load(config_path, environ)
-        servers = resolve_servers(config, start=False)
-        store = await Store.connect(servers.database_url, min_size=1, max_size=pool_max or config.database.pool_max)
-        return cls(store, DelayQueue.from_config(servers.redis_url, config.redis), config)
+        store, queue = await servers.connect(config, pool_max=pool_max)
+        return cls(store, queue, config)
 
     async def close(self) -> None:
         if self._owned:

@@ -42,16 +42,6 @@ class SystemClock:
         return datetime.now(UTC) + self.offset
 
 
-class FrozenClock:
-    """A clock that says what it is told (tests)."""
-
-    def __init__(self, at: datetime) -> None:
-        self.at = at
-
-    def now(self) -> datetime:
-        return self.at
-
-
 def system() -> Clock:
     return SystemClock()
 

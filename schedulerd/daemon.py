@@ -15,19 +15,20 @@ import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import structlog
 
-from schedulerd import clock, health, systemd, task_types, tzchange, tzdb
+from schedulerd import __version__, clock, health, systemd, task_types, tzchange, tzdb
 from schedulerd.config import Config
 from schedulerd.dispatcher import Dispatcher
 from schedulerd.errors import DuplicateWorkerError
+from schedulerd.listeners import bind, check_free
 from schedulerd.materialiser import Materialiser
-from schedulerd.observer import VERSION, Observer, replica_roles
+from schedulerd.observer import Observer, replica_roles
 from schedulerd.queue import DelayQueue
 from schedulerd.retention import Retention
+from schedulerd.servers import Servers, connect, resolve
 from schedulerd.store import Store, migrate
 from schedulerd.sweeper import Sweeper
 from schedulerd.tasks import http, loader
@@ -35,32 +36,6 @@ from schedulerd.transient import TRANSIENT_ERRORS
 from schedulerd.worker import Worker
 
 log = structlog.get_logger("schedulerd.daemon")
-
-@dataclass(frozen=True)
-class Servers:
-    database_url: str
-    redis_url: str
-    stop: Callable[[], None] = lambda: None
-
-
-def resolve_servers(config: Config, *, start: bool) -> Servers:
-    """The configured URLs; when none are set, the embedded servers (started if `start`)."""
-    if config.database.url and config.redis.url:
-        return Servers(config.database.url, config.redis.url)
-    from schedulerd import embedded
-    from schedulerd.errors import ConfigError
-
-    data_dir = Path(config.embedded.data_dir).expanduser().resolve()
-    if start:
-        servers = embedded.start_embedded(data_dir)
-        return Servers(config.database.url or servers.database_url, config.redis.url or servers.redis_url, servers.stop)
-    running = embedded.read_running(data_dir)
-    if running is None:
-        raise ConfigError(
-            "no database configured: set SCHEDULERD_DATABASE_URL and SCHEDULERD_REDIS_URL, "
-            f"or start `schedulerd run` to use the embedded servers in {data_dir}"
-        )
-    return Servers(config.database.url or running[0], config.redis.url or running[1])
 
 
 async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
@@ -71,37 +46,39 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
         applied = await migrate(servers.database_url)
         if applied:
             log.info("daemon.migrated", applied=applied)
-    store = await Store.connect(servers.database_url, min_size=config.database.pool_min, max_size=config.database.pool_max,
-                                read_url=config.database.read_url)
-    worker_id = config.daemon.resolved_worker_id()
+    store, queue = await connect(
+        config, servers, pool_min=config.database.pool_min, pool_max=config.database.pool_max,
+        read_url=config.database.read_url,
+    )  # fmt: skip
     try:
+        worker_id = config.daemon.resolved_worker_id()
         # Before anything runs: a second live process with this id would adopt this one's rows.
         await claim_worker_id(
-            store, worker_id, replica_roles(config), VERSION, datetime.now(UTC), down_after_s=config.late.down_after_s
+            store, worker_id, replica_roles(config), __version__, datetime.now(UTC), down_after_s=config.late.down_after_s
         )
-    except BaseException:
+        await clock.report_skew(store)  # a host clock far from Postgres's is worth a warning (nothing depends on it)
+        if "worker" in config.daemon.roles:  # before anything runs: producers check task names against these
+            await task_types.report(store, worker_id)
+        services = build_loops(config, store, queue, worker_id)
+        if "materialiser" in services:
+            await catch_up(config, store, queue, worker_id, services["materialiser"])
+        services.update(open_listeners(config, store, queue))
+        services["observer"] = Observer(store, queue, config, worker_id)
+        await supervise(config, services, worker_id, stop)
+    finally:
+        await http.close()
+        await queue.close()
         await store.close()
-        raise
-    await clock.report_skew(store)  # a host clock far from Postgres's is worth a warning (nothing depends on it)
-    queue = DelayQueue.from_config(servers.redis_url, config.redis)
-    if "worker" in config.daemon.roles:  # before anything runs: producers check task names against these
-        await task_types.report(store, worker_id)
+
+
+def build_loops(config: Config, store: Store, queue: DelayQueue, worker_id: str) -> dict[str, Any]:
+    """The loops of the configured roles, by role, built but not started."""
     services: dict[str, Any] = {}
     if "materialiser" in config.daemon.roles:
-        materialiser = Materialiser(
+        services["materialiser"] = Materialiser(
             store, queue, config.materialiser, dispatch_horizon_s=config.dispatcher.horizon_s, late_config=config.late
         )
-        services["materialiser"] = materialiser
-        # Rewrite occurrences resolved with another tz database, then judge missed occurrences,
-        # both before this process's worker can start any of them.
-        try:
-            await tzchange.recompute(store, queue, config, worker_id, tzdb.installed())
-        except TRANSIENT_ERRORS as exc:  # the jobs keep their old version: the next start retries
-            log.warning("tz.recompute_error", error=f"{type(exc).__name__}: {exc}")
-        try:
-            await materialiser.run_once()
-        except TRANSIENT_ERRORS as exc:
-            log.warning("materialiser.error", error=f"{type(exc).__name__}: {exc}")
+    # Built whatever the roles: the worker asks it to reconcile when it loses its epoch.
     sweeper = Sweeper(store, queue, config.sweeper, down_after_s=config.late.down_after_s)
     if "sweeper" in config.daemon.roles:
         services["sweeper"] = sweeper
@@ -116,21 +93,44 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
             breaker_config=config.breaker, late_grace_s=config.materialiser.misfire_grace_s, late_config=config.late,
             jobs_config=config.jobs,
         )  # fmt: skip
+    return services
+
+
+async def catch_up(config: Config, store: Store, queue: DelayQueue, worker_id: str, materialiser: Materialiser) -> None:
+    """Rewrite occurrences resolved with another tz database, then judge missed occurrences,
+    both before this process's worker can start any of them. A transient error is logged: the
+    materialiser's loop (and, for the tz database, the next start) tries again."""
+    try:
+        await tzchange.recompute(store, queue, config, worker_id, tzdb.installed())
+    except TRANSIENT_ERRORS as exc:  # the jobs keep their old version: the next start retries
+        log.warning("tz.recompute_error", error=f"{type(exc).__name__}: {exc}")
+    try:
+        await materialiser.run_once()
+    except TRANSIENT_ERRORS as exc:
+        log.warning("materialiser.error", error=f"{type(exc).__name__}: {exc}")
+
+
+def open_listeners(config: Config, store: Store, queue: DelayQueue) -> dict[str, Any]:
+    """The enabled HTTP listeners, bound (a taken port raises ConfigError), as loops by name."""
+    services: dict[str, Any] = {}
     if config.api.enabled:  # the HTTP API and dashboard, on this same event loop
         from schedulerd.api import create_app
-        from schedulerd.api.server import listen
         from schedulerd.jobs import Jobs
 
         app = create_app(Jobs(store, queue, config), store, queue, config)
-        services["api"] = _Api(app, config, listen(config.api.host, config.api.port))
+        services["api"] = _Api(app, config, bind(config.api.host, config.api.port))
         log.info("api.listening", url=f"http://{config.api.host}:{config.api.port}/")
     if config.ops.enabled:  # operator endpoints on their own listener, never the tenants'
         from schedulerd.api import create_ops_app
-        from schedulerd.api.server import listen
 
-        services["ops"] = _Api(create_ops_app(store, queue, config), config, listen(config.ops.host, config.ops.port, "ops"))
+        services["ops"] = _Api(create_ops_app(store, queue, config), config, bind(config.ops.host, config.ops.port, "ops"))
         log.info("ops.listening", url=f"http://{config.ops.host}:{config.ops.port}/metrics")
-    services["observer"] = Observer(store, queue, config, worker_id)
+    return services
+
+
+async def supervise(config: Config, services: dict[str, Any], worker_id: str, stop: asyncio.Event) -> None:
+    """Run every service as a named task until `stop` is set or one ends; then stop them all and
+    re-raise the first failure (fail fast: systemd restarts the process)."""
     loop_health = health.expect(loop_budgets(config, services))
     # Everything made while starting (modules, the app, pools) lives as long as the process:
     # moved out of the collector's reach, a full collection walks only what the loops make.
@@ -141,7 +141,7 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
     systemd.notify("READY=1")
     log.info("daemon.started", worker_id=worker_id, roles=list(services), pid=os.getpid())
     try:
-        done, _ = await asyncio.wait([*tasks, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait([*tasks, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
         stop.set()
         systemd.notify("STOPPING=1")
         await asyncio.gather(*tasks)  # re-raises the first loop that died
@@ -149,8 +149,6 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await queue.close()
-        await store.close()
         log.info("daemon.stopped", worker_id=worker_id)
 
 
@@ -241,7 +239,9 @@ class _Api:
 
 def run(config: Config) -> None:
     """`schedulerd run`: start (embedded servers if needed), serve until SIGTERM/SIGINT."""
-    servers = resolve_servers(config, start=True)
+    # Before the minute a first start can take (initdb, migrations): a taken port is said at once.
+    check_free(config)
+    servers = resolve(config, start=True)
     if not (config.database.url and config.redis.url):
         print(
             f"schedulerd: using embedded servers (data in {config.embedded.data_dir}; the CLI run from this folder finds "

@@ -52,10 +52,6 @@ class EmbeddedServers:
             _stop_redis(self.data_dir / "redis")
             _stop_postgres(self.data_dir / "postgres")
 
-    def env_hint(self) -> str:
-        """Shell lines that point other schedulerd commands at these servers."""
-        return f"export SCHEDULERD_DATABASE_URL='{self.database_url}'\nexport SCHEDULERD_REDIS_URL='{self.redis_url}'"
-
 
 def start_embedded(data_dir: Path) -> EmbeddedServers:
     """Start the servers in data_dir (initialising it on first use), or reuse them if they still run."""

@@ -25,7 +25,7 @@ from schedulerd.config import Config
 from schedulerd.core.ids import execution_id
 from schedulerd.errors import ValidationError
 from schedulerd.jobs import JobSpec, validate
-from schedulerd.materialiser import materialise_jobs
+from schedulerd.materialising import materialise_jobs
 from schedulerd.models import Enqueue, ExecutionStatus, Job
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Connection, Store

@@ -31,7 +31,7 @@ from schedulerd.core.misfire import MisfirePolicy
 from schedulerd.core.overlap import OverlapPolicy
 from schedulerd.core.schedule import DST_MISSING, DST_REPEATED, CronSchedule, Run, ScheduleError, schedule_of, smear_offset_s
 from schedulerd.errors import NotFoundError, UnknownTaskError, ValidationError
-from schedulerd.materialiser import materialise_jobs
+from schedulerd.materialising import materialise_jobs
 from schedulerd.models import Enqueue, Execution, ExecutionStatus, Job
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store

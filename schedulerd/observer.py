@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 import structlog
 
-from schedulerd import metrics, task_types
+from schedulerd import __version__, metrics, task_types
 from schedulerd.config import Config
 from schedulerd.core import late
 from schedulerd.loops import every
@@ -25,8 +25,6 @@ from schedulerd.queue import UNREACHABLE, DelayQueue
 from schedulerd.store import Store
 
 log = structlog.get_logger("schedulerd.observer")
-
-VERSION = "0.1.0"
 
 
 def replica_roles(config: Config) -> tuple[str, ...]:
@@ -53,7 +51,7 @@ class Observer:
         except UNREACHABLE as exc:
             log.debug("observer.redis_unreachable", error=str(exc))
         await self.store.replica_report(
-            self.worker_id, socket.gethostname(), os.getpid(), replica_roles(self.config), VERSION, self.started_at
+            self.worker_id, socket.gethostname(), os.getpid(), replica_roles(self.config), __version__, self.started_at
         )
         if "worker" in self.config.daemon.roles:  # the task types producers may enqueue stay known while it lives
             await task_types.report(self.store, self.worker_id)

@@ -3,7 +3,7 @@ make the running one stop, under a lock on their job row (core/overlap.py decide
 
 The lock is what serialises two replicas claiming different executions of one job: each takes it
 before reading whether the job is busy, so the second sees the first's claim. Jobs whose policy
-is allow never come here (execution_claim_many claims them as before).
+is allow never come here (execution_claim_many claims them without a job lock).
 """
 
 from __future__ import annotations

@@ -351,20 +351,9 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
     @api.get("/overview", response_model=schemas.Overview, tags=["operator"],
              summary="this tenant's queue, materialiser horizon and recent runs")  # fmt: skip
     async def overview(who: Caller) -> Any:
-        # Every figure is this tenant's own: a fleet-wide one would tell a tenant how much work,
-        # and so how many tenants, share the scheduler (the operator sees those in `status`).
-        window_s = config.api.overview_window_s
-        stats = await reads.execution_tenant_recent_stats(who.tenant, window_s)
-        oldest_due_at, now = await reads.execution_oldest_due_tenant(who.tenant)
-        horizon, _ = await reads.job_horizon_tenant(who.tenant)
-        return {
-            "tenant": who.tenant, "now": now, "queue_depth": await services.queue.tenant_depth(who.tenant),
-            "oldest_due_age_s": max(0.0, (now - oldest_due_at).total_seconds()) if oldest_due_at and oldest_due_at <= now else None,
-            "horizon_s": (horizon - now).total_seconds() if horizon else None, "window_s": window_s,
-            "start_lag": {"p50_s": stats.lag_p50_s, "p90_s": stats.lag_p90_s, "p99_s": stats.lag_p99_s,
-                          "max_s": stats.lag_max_s, "started": stats.started},
-            "runs_by_status": stats.by_status,
-        }  # fmt: skip
+        from schedulerd import overview as overviews
+
+        return await overviews.tenant(reads, services.queue, who.tenant, config.api.overview_window_s)
 
     @api.get("/tz/report", response_model=schemas.TzReport, tags=["jobs"],
              summary="the last recompute after a tz database change: this tenant's jobs whose instants moved")  # fmt: skip

@@ -12,7 +12,7 @@ from typing import Any
 import uvicorn
 
 from schedulerd.config import ApiConfig
-from schedulerd.errors import ConfigError
+from schedulerd.listeners import bind
 
 
 class _Server(uvicorn.Server):
@@ -21,25 +21,9 @@ class _Server(uvicorn.Server):
         yield  # SIGTERM/SIGINT belong to the daemon, which sets `stop`
 
 
-def listen(host: str, port: int, section: str = "api") -> socket.socket:
-    """Bind before serving, so a taken port fails the daemon at start with a clear message."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(f"{section}: cannot listen on {host}:{port} ({exc.strerror}); set [{section}].port or "
-                          f"SCHEDULERD_{section.upper()}_PORT") from None
-    sock.listen(128)
-    sock.set_inheritable(True)
-    return sock
-
-
 async def serve_api(app: Any, config: ApiConfig, stop: asyncio.Event, sock: socket.socket | None = None) -> None:
     """Serve until `stop`; in-flight requests get a few seconds to finish."""
-    sock = sock or listen(config.host, config.port)
+    sock = sock or bind(config.host, config.port)
     server = _Server(uvicorn.Config(app, lifespan="off", log_config=None, access_log=False, ws="none",
                                     timeout_graceful_shutdown=5, server_header=False))  # fmt: skip
     serving = asyncio.create_task(server.serve(sockets=[sock]), name="api.serve")

@@ -136,11 +136,20 @@ async def _resolve(host: str, port: int) -> list[str]:
 
 
 def _client_for_process() -> httpx.AsyncClient:
+    """One client (and its connection pool) for every call this process makes, made at first use."""
     global _client
     if _client is None or _client.is_closed:
         # No redirects: a redirect could lead past the target check. No proxies from the environment.
         _client = httpx.AsyncClient(follow_redirects=False, trust_env=False)
     return _client
+
+
+async def close() -> None:
+    """Close the shared client's connections (the daemon, at shutdown); the next call makes a new one."""
+    global _client
+    client, _client = _client, None
+    if client is not None:
+        await client.aclose()
 
 
 @task("http", breaker_key=breaker_key)

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from schedulerd.api import create_app, create_ops_app, serve_api
-from schedulerd.api.server import listen
+from schedulerd.listeners import bind
 from schedulerd.config import ApiConfig, Config, RedisConfig
 from schedulerd.jobs import Jobs
 from schedulerd.queue import DelayQueue, RequestCounter
@@ -27,9 +27,9 @@ from schedulerd.tenants import Tenants
 class ApiServer:
     def __init__(self, config: Config, database_url: str, redis_url: str, read_url: str = "") -> None:
         self.config, self.database_url, self.redis_url, self.read_url = config, database_url, redis_url, read_url
-        self.sock: socket.socket = listen("127.0.0.1", 0)
+        self.sock: socket.socket = bind("127.0.0.1", 0)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.ops_sock: socket.socket = listen("127.0.0.1", 0)  # the operator endpoints' own listener
+        self.ops_sock: socket.socket = bind("127.0.0.1", 0)  # the operator endpoints' own listener
         self.ops_url = f"http://127.0.0.1:{self.ops_sock.getsockname()[1]}"
         self.ready = threading.Event()
         self.failure: BaseException | None = None

@@ -19,7 +19,7 @@ from schedulerd import metrics, tzchange, tzdb
 from schedulerd.core.schedule import zone_rules
 from schedulerd.errors import ValidationError
 from schedulerd.jobs import Jobs, JobSpec, schedule_of
-from schedulerd.materialiser import materialise_jobs
+from schedulerd.materialising import materialise_jobs
 from schedulerd.models import Claim
 from schedulerd.store import Store
 from schedulerd.tzdb import TzDatabase

@@ -15,7 +15,7 @@ ORDER BY j.id FOR UPDATE;
 -- name: job_guarded_of
 -- Which of these executions belong to guarded jobs (overlap policy other than allow), without
 -- locking anything: the claim checks this before opening a transaction, so popped ids that
--- another replica claimed (allow jobs) cost one cheap statement, as before.
+-- another replica claimed (allow jobs) cost one cheap statement.
 SELECT e.id FROM executions e JOIN jobs j ON j.id = e.job_id
 WHERE e.id = ANY($1::uuid[]) AND e.scheduled_for >= $2 AND e.scheduled_for < $3 AND j.overlap <> 'allow';
 
