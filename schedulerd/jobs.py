@@ -1,8 +1,9 @@
-"""Accepting and steering jobs: validate a definition, record it with its first executions,
-then enqueue; pause (with a note), resume, delete, trigger, backfill. Used by the CLI and the API.
+"""Jobs: what a definition may be (validate, used by every create through intake.Intake), and
+steering a recorded one: pause (with a note), resume, delete, trigger, backfill, get. Used by the
+CLI and the API.
 
-Order of writes: the Postgres transaction commits before the ZADD. If the ZADD fails the job
-is still accepted; the sweeper puts its queued executions into Redis within its grace.
+Order of writes: the Postgres transaction commits before the ZADD. If the ZADD fails the
+executions are still recorded; the sweeper puts the queued ones into Redis within its grace.
 A `tenant` argument scopes every call: another tenant's job is "not found", exactly like a
 missing one. None means an operator acting on every tenant (the CLI).
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -244,9 +245,6 @@ def labelled_next_runs(job: Job, after: datetime, count: int) -> list[Run]:
     return [Run(shifted(r.at, offset), r.labels, r.note) for r in schedule_of(job).labelled_runs(after, count)]
 
 
-AlsoInTransaction = Callable[[Store, Job, list[Execution]], Awaitable[None]]
-
-
 @dataclass(frozen=True)
 class Backfill:
     """What a backfill did: the executions it created, and the occurrences of the range that a
@@ -277,42 +275,6 @@ class Jobs:
 
     async def _enqueue(self, entries: list[Enqueue]) -> None:
         await enqueue_committed(self.queue, entries, "jobs.enqueue_failed", shared=True)
-
-    async def create(
-        self, spec: JobSpec, also: AlsoInTransaction | None = None, known_tasks: Collection[str] | None = None
-    ) -> tuple[Job, list[Execution]]:
-        """Validate, commit the job with its first executions (a cron job: its first horizon),
-        then ZADD those due inside the dispatch horizon. `also` runs inside the same transaction
-        (the API records an idempotency key there); if it raises, nothing is written.
-        known_tasks: the task types accepted (task_types.TaskTypes); None: this process's registry.
-        "Now" and delays are Postgres's (like the claim's), so a host whose clock is off dates
-        nothing wrong; a refusal raised inside the transaction rolls back an empty one."""
-        horizon_s = self.config.dispatcher.horizon_s
-        if also is None and spec.cron is None:  # the common case: one statement, no transaction
-            values = validate(spec, self.config, await self.store.clock_now(), known_tasks)
-            job, execution = await self.store.job_create_one_off(values, execution_id(values["run_at"]), horizon_s)
-            await self._enqueue(queued([execution]))
-            log.info("jobs.created", job_id=str(job.id), tenant=job.tenant, task=job.task, executions=1)
-            return job, [execution]
-        async with self.store.transaction() as tx:
-            values = validate(spec, self.config, await tx.clock_now(), known_tasks)
-            job = await tx.job_insert(values)
-            if job.schedule_kind == "cron":
-                done = await materialise_jobs(
-                    tx, [job], await tx.clock_now(), self.config.materialiser, horizon_s, late_config=self.config.late
-                )
-                executions, enqueue = done.executions, done.enqueue
-            else:
-                assert job.run_at is not None
-                executions = await tx.execution_insert_many(
-                    [(execution_id(job.run_at), job.id, job.tenant, job.run_at, job.run_at)], horizon_s
-                )
-                enqueue = queued(executions)
-            if also is not None:
-                await also(tx, job, executions)
-        await self._enqueue(enqueue)
-        log.info("jobs.created", job_id=str(job.id), tenant=job.tenant, task=job.task, executions=len(executions))
-        return job, executions
 
     async def get(self, job_id: UUID, tenant: str | None = None) -> Job:
         job = await self.store.job_get(job_id)

@@ -3,7 +3,7 @@ backfill, delete). Thin handlers over the Jobs and Intake services, scoped to th
 
 import hashlib
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any
 from uuid import UUID
@@ -13,6 +13,7 @@ import structlog
 from fastapi import APIRouter, Depends, Header, Query
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError as PydanticValidationError
+from pydantic_core import PydanticSerializationError
 
 from schedulerd.api import schemas
 from schedulerd.api.errors import ERRORS, ApiError, pydantic_error
@@ -20,11 +21,10 @@ from schedulerd.api.routes.common import Cursor, actor, decode_cursor, encode_cu
 from schedulerd.api.services import Services
 from schedulerd.api.views import execution_view, job_view
 from schedulerd.errors import ValidationError
-from schedulerd.intake import Enqueued, EnqueuedExecution, Item, Refused
-from schedulerd.jobs import labelled_next_runs, validate
-from schedulerd.models import Execution, Job
+from schedulerd.intake import KEY_IN_FLIGHT, Enqueued, Item, Refused
+from schedulerd.jobs import labelled_next_runs
+from schedulerd.models import Job
 from schedulerd.overrun_watch import overruns
-from schedulerd.store import Store
 from schedulerd.tenants import Principal
 
 log = structlog.get_logger("schedulerd.api")
@@ -37,9 +37,26 @@ def _refused_view(index: int, code: str, field: str | None, message: str, limit:
             "error": {"code": code, "message": message, "field": field, "limit": limit}}  # fmt: skip
 
 
+def _created(job: Job) -> dict[str, Any]:
+    """POST /v1/jobs's answer: the job, and its next runs from the instant it was created (a
+    one-off's: the instant it was queued for)."""
+    view = job_view(job, job.created_at)
+    return schemas.JobCreated(job=view, next_runs=view.next_runs if job.cron else [job.run_at]).model_dump(mode="json")
+
+
+def _body_hash(body: schemas.JobCreate) -> bytes | None:
+    """The digest that tells a replay from another request with the same key. None when the body
+    cannot be serialised (a lone surrogate, deep nesting): validation refuses it, naming the field,
+    before any hash is needed."""
+    try:
+        return hashlib.sha256(body.model_dump_json().encode()).digest()
+    except (ValueError, RecursionError, PydanticSerializationError):
+        return None
+
+
 def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> APIRouter:
     api = APIRouter(prefix="/v1", responses=ERRORS)
-    jobs, store, config, reads = services.jobs, services.store, services.config, services.reads
+    jobs, config, reads = services.jobs, services.config, services.reads
     Caller = Annotated[Principal, Depends(caller)]
     PageSize = page_size(config)
 
@@ -47,55 +64,21 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
               responses={409: {"model": schemas.ErrorBody, "description": "Idempotency-Key reused with another body"}})
     async def create_job(body: schemas.JobCreate, who: Caller, idempotency_key: str | None = IDEMPOTENCY_KEY) -> Any:
         spec = body.spec(who.tenant)
-
-        def created(job: Job, executions: Sequence[Execution | EnqueuedExecution]) -> dict[str, Any]:
-            view = job_view(job, datetime.now(UTC))
-            runs = view.next_runs if job.cron else [e.due_at for e in executions]  # "now": the instant it was queued for
-            return schemas.JobCreated(job=view, next_runs=runs).model_dump(mode="json")
-
+        # Shares a transaction with the creates of concurrent requests (intake.SharedBatches). A
+        # key is claimed before the job is written, recorded with the response a replay answers.
+        item = Item(spec) if idempotency_key is None else Item(spec, idempotency_key, _body_hash(body), _created)
+        result = await services.shared.create(item)
+        if isinstance(result, Refused):
+            if result.code == "conflict":
+                message = "a request with this Idempotency-Key is in flight; retry" if result.message == KEY_IN_FLIGHT \
+                    else "this Idempotency-Key was used with a different request body"  # fmt: skip
+                raise ApiError(409, "conflict", message, field="Idempotency-Key")
+            raise ValidationError(result.field, result.message, result.limit)
         # Sent as built: FastAPI would validate and serialise the response model a second time.
-        if idempotency_key is None:
-            # Shares a transaction with the creates of concurrent requests (intake.SharedBatches).
-            result = await services.shared.create(Item(spec))
-            if isinstance(result, Refused):
-                raise ValidationError(result.field, result.message, result.limit)
-            assert result.job is not None
-            return JSONResponse(created(result.job, result.executions), status_code=201)
-        # Validate before hashing: the hash serialises the body, which must not be the first
-        # thing to meet lone surrogates or deep nesting (a 500 instead of a 422 naming the field).
-        validate(spec, config, datetime.now(UTC), {spec.task})
-        request_hash = hashlib.sha256(body.model_dump_json().encode()).digest()
-        ttl_s = config.api.idempotency_ttl_s
-
-        async def replay() -> JSONResponse | None:
-            first = await store.idempotency_get(who.tenant, idempotency_key, ttl_s)
-            if first is None:
-                return None
-            if first.request_hash != request_hash:
-                raise ApiError(409, "conflict", "this Idempotency-Key was used with a different request body",
-                               field="Idempotency-Key")  # fmt: skip
-            return JSONResponse(first.response, status_code=201, headers={"Idempotent-Replayed": "true"})
-
-        class Taken(Exception):
-            """Another request recorded this key first: roll this create back."""
-
-        recorded: list[dict[str, Any]] = []  # the response, exactly as stored for replays
-
-        async def remember(tx: Store, job: Job, executions: list[Execution]) -> None:
-            response = created(job, executions)
-            recorded.append(response)
-            if not await tx.idempotency_insert(who.tenant, idempotency_key, request_hash, job.id, response, ttl_s):
-                raise Taken
-
-        if (first := await replay()) is not None:
-            return first
-        try:
-            await jobs.create(spec, also=remember)
-            return JSONResponse(recorded[-1], status_code=201)
-        except Taken:
-            if (first := await replay()) is not None:
-                return first
-            raise ApiError(409, "conflict", "a request with this Idempotency-Key is in flight; retry", field="Idempotency-Key") from None
+        if result.replayed:
+            return JSONResponse(result.response, status_code=201, headers={"Idempotent-Replayed": "true"})
+        assert result.job is not None
+        return JSONResponse(result.response if result.response is not None else _created(result.job), status_code=201)
 
     @api.post("/jobs/batch", response_model=schemas.JobBatchResult, tags=["jobs"],
               summary="create up to api.batch_max jobs: each item is validated and answered on its own",
