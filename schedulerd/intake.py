@@ -181,7 +181,7 @@ class Intake:
         self.store = store
         self.queue = queue
         self.config = config
-        self.task_types = task_types  # None: only this process's registry (the daemon's API)
+        self.task_types = task_types  # None: only this process's registry
         self.clock = clock or ServerClock(store)
 
     async def create_many(

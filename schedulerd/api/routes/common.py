@@ -3,24 +3,19 @@
 import base64
 import json
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 from uuid import UUID
 
 from fastapi import Query
 
 from schedulerd.api.errors import ApiError
 from schedulerd.api.services import Services
-from schedulerd.config import Config
 from schedulerd.core.durations import parse_instant
 from schedulerd.models import Job
 from schedulerd.tenants import Principal
 
 Cursor = Annotated[str | None, Query(max_length=400, description="next_cursor of the previous page")]
-
-
-def page_size(config: Config) -> Any:
-    """The `limit` parameter of a list: 1 to api.page_size_max."""
-    return Annotated[int, Query(ge=1, le=config.api.page_size_max, description="items per page (api.page_size_max)")]
+PAGE_SIZE_DOC = "items per page (api.page_size_max)"
 
 
 def actor(who: Principal) -> str:

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from schedulerd.api import schemas
 from schedulerd.api.errors import ERRORS, ApiError
-from schedulerd.api.routes.common import Cursor, actor, decode_cursor, encode_cursor, page_size, read_job
+from schedulerd.api.routes.common import PAGE_SIZE_DOC, Cursor, actor, decode_cursor, encode_cursor, read_job
 from schedulerd.api.services import Services
 from schedulerd.api.views import attempt_view, execution_view, redrive_view
 from schedulerd.dead_letters import DeadLetters, FailedFilter
@@ -25,7 +25,7 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
     jobs, store, reads = services.jobs, services.store, services.reads
     dead_letters = DeadLetters(store, services.queue, services.config)
     Caller = Annotated[Principal, Depends(caller)]
-    PageSize = page_size(services.config)
+    PageSize = Annotated[int, Query(ge=1, le=services.config.api.page_size_max, description=PAGE_SIZE_DOC)]
 
     @api.get("/executions", response_model=schemas.ExecutionPage, tags=["executions"],
              summary="this tenant's executions, newest scheduled first (when=upcoming: soonest first)")  # fmt: skip

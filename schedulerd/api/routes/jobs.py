@@ -17,7 +17,7 @@ from pydantic_core import PydanticSerializationError
 
 from schedulerd.api import schemas
 from schedulerd.api.errors import ERRORS, ApiError, pydantic_error
-from schedulerd.api.routes.common import Cursor, actor, decode_cursor, encode_cursor, own_live_job, page_size, read_job
+from schedulerd.api.routes.common import PAGE_SIZE_DOC, Cursor, actor, decode_cursor, encode_cursor, own_live_job, read_job
 from schedulerd.api.services import Services
 from schedulerd.api.views import execution_view, job_view
 from schedulerd.errors import ValidationError
@@ -58,7 +58,7 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
     api = APIRouter(prefix="/v1", responses=ERRORS)
     jobs, config, reads = services.jobs, services.config, services.reads
     Caller = Annotated[Principal, Depends(caller)]
-    PageSize = page_size(config)
+    PageSize = Annotated[int, Query(ge=1, le=config.api.page_size_max, description=PAGE_SIZE_DOC)]
 
     @api.post("/jobs", status_code=201, response_model=schemas.JobCreated, tags=["jobs"], summary="create a job",
               responses={409: {"model": schemas.ErrorBody, "description": "Idempotency-Key reused with another body"}})
