@@ -239,14 +239,12 @@ class Intake:
                 first_of_key[key] = entry
             accepted.append(entry)
         if accepted:
-            if connection is None and not first_of_key and all(a.first_execution is not None for a in accepted):
-                # One-off jobs without keys: one statement writes them all, no transaction needed.
-                to_queue = await self._write(self.store, accepted, columns, results, queue_now=True, with_jobs=with_jobs)
-                await enqueue_committed(self.queue, to_queue, "jobs.enqueue_failed", shared=True)
-                to_queue = []
-            elif connection is None:
-                async with self.store.transaction() as tx:
-                    to_queue = await self._write(tx, accepted, columns, results, queue_now=True, with_jobs=with_jobs)
+            if connection is None:
+                if first_of_key or any(a.first_execution is None for a in accepted):
+                    async with self.store.transaction() as tx:
+                        to_queue = await self._write(tx, accepted, columns, results, queue_now=True, with_jobs=with_jobs)
+                else:  # one-off jobs without keys: one statement writes them all, no transaction needed
+                    to_queue = await self._write(self.store, accepted, columns, results, queue_now=True, with_jobs=with_jobs)
                 await enqueue_committed(self.queue, to_queue, "jobs.enqueue_failed", shared=True)
                 to_queue = []
             elif connection.is_in_transaction():
