@@ -242,7 +242,7 @@ def _job_spec(args: argparse.Namespace) -> Any:
     if not isinstance(params, dict):
         raise ValidationError("--params", f"must be a JSON object, got {type(params).__name__}")
     run_at = _parse("--at", parse_instant, args.at) if args.at else None
-    # --in counts from Postgres's now (Jobs.create), not this host's: a skewed clock cannot move it.
+    # --in counts from Postgres's now (intake.Intake), not this host's: a skewed clock cannot move it.
     run_in_s = _parse("--in", parse_duration_s, args.in_) if args.in_ else None
     return JobSpec(
         task=args.task, tenant=args.tenant, params=params, run_at=run_at, delay_s=run_in_s, cron=args.cron, timezone=args.tz,
@@ -290,7 +290,6 @@ async def _job_create_from_file(args: argparse.Namespace, config: Config) -> Non
     """--from-file: the per-job flags do not apply (each line says what it wants), --tenant is
     the default tenant of lines that name none."""
     from schedulerd import bulk_create
-    from schedulerd.tasks import loader
     from schedulerd.client import Client
 
     given = [flag for flag, value in (("--task", args.task), ("--at", args.at), ("--in", args.in_), ("--cron", args.cron),
@@ -298,7 +297,6 @@ async def _job_create_from_file(args: argparse.Namespace, config: Config) -> Non
                                       ("--timeout", args.timeout), ("--window", args.window)) if value is not None]
     if given or args.params != "{}":
         raise ValidationError(given[0] if given else "--params", "does not apply with --from-file (each line gives its own)")
-    loader.load_modules(config.daemon.task_modules)
     try:
         stream = sys.stdin if args.from_file == "-" else open(args.from_file, encoding="utf-8")  # noqa: SIM115
     except OSError as exc:
@@ -323,42 +321,42 @@ async def _job_create_from_file(args: argparse.Namespace, config: Config) -> Non
 
 async def _job_create(args: argparse.Namespace, config: Config) -> None:
     from schedulerd.tasks import loader
-    from schedulerd.core.schedule import Run
-    from schedulerd.jobs import labelled_next_runs, validate
 
+    # The types of this deployment's task modules are accepted before any worker reported them
+    # (a fresh install's first job), as the API replica accepts its own.
+    loader.load_modules(config.daemon.task_modules)
     if args.from_file is not None:
         return await _job_create_from_file(args, config)
     if args.task is None:
         raise ValidationError("--task", "is required (or --from-file to create many)")
+    from schedulerd.core.schedule import Run
+    from schedulerd.intake import Intake, Item, Refused
+    from schedulerd.jobs import labelled_next_runs
     from schedulerd.task_types import TaskTypes
 
-    loader.load_modules(config.daemon.task_modules)
     spec = _job_spec(args)
-    # Refuse bad input before connecting anywhere; the task name may also be one that only the
-    # workers know (they record their types in Postgres), so that one is checked once connected.
-    try:
-        validate(spec, config, datetime.now(UTC), {spec.task})
-    except ValidationError as exc:
-        raise _create_flag_error(exc) from None
     async with _Session(config) as jobs:
-        known = await TaskTypes(jobs.store, config.jobs.task_types_seen_within_s).known([spec.task])
-        try:
-            job, executions = await jobs.create(spec, known_tasks=known)
-        except ValidationError as exc:
-            raise _create_flag_error(exc) from None
-    runs = labelled_next_runs(job, datetime.now(UTC), 5) if job.cron else [Run(e.due_at, (), None) for e in executions]
+        intake = Intake(jobs.store, jobs.queue, config, TaskTypes(jobs.store, config.jobs.task_types_seen_within_s))
+        (result,), _ = await intake.create_many([Item(spec)], with_jobs=True)
+        if isinstance(result, Refused):
+            raise _create_flag_error(ValidationError(result.field, result.message, result.limit))
+        job = result.job
+        assert job is not None
+        # As they are now (a worker may have started one): the rows, for --json to show in full.
+        shown = [await jobs.store.execution_get(e.id) for e in result.executions[:5]] if args.json else []
+    runs = labelled_next_runs(job, job.created_at, 5) if job.cron else [Run(e.due_at, (), None) for e in result.executions]
     if args.json:
         print(json.dumps({"job": _jsonable(job), "next_runs": [r.at.isoformat() for r in runs],
                           "next_runs_dst": [_run_view(r, job.timezone) for r in runs],
-                          "executions": [_jsonable(e) for e in executions[:5]]}))
+                          "executions": [_jsonable(e) for e in shown]}))
         return
     print(f"job {job.id} ({job.task}, tenant {job.tenant})")
     if job.cron:
-        print(f"schedule {job.cron!r} in {job.timezone}; {_plural(len(executions), 'execution')} written ahead; "
+        print(f"schedule {job.cron!r} in {job.timezone}; {_plural(len(result.executions), 'execution')} written ahead; "
               f"next runs{_smear_note(job)}:")  # fmt: skip
         _print_runs(runs, job.timezone)
     else:
-        (execution,) = executions
+        (execution,) = result.executions
         print(f"execution {execution.id} due {_time(execution.due_at)} status {execution.status}")
 
 

@@ -1,7 +1,9 @@
-"""The front door's batched write path, shared by the Python client, POST /v1/jobs/batch and
-`schedulerd job create --from-file`: validate every item, record the valid ones in one
-transaction (one multi-row INSERT for jobs, one for executions, one for idempotency keys), then
-ZADD the queued executions in one pipeline after the commit.
+"""The one way jobs are created, by every door: the Python client, POST /v1/jobs (one, with or
+without an Idempotency-Key), POST /v1/jobs/batch and `schedulerd job create` (one, or
+--from-file). Validate every item against Postgres's clock and the task types live workers
+reported, claim the idempotency keys first, record the jobs with their one-off executions in one
+multi-row INSERT, then ZADD the queued executions in one pipeline after the commit. One-off jobs
+without keys need no transaction: that INSERT is a single statement.
 
 A refused item writes nothing and is reported with its index, field and message; the other items
 are written. Inside an application's own transaction (`connection=`) nothing is queued in Redis:
@@ -14,7 +16,7 @@ import asyncio
 import hashlib
 import json
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -44,16 +46,22 @@ JOB_COLUMNS = (
 # execution is written pending, for the dispatcher to enqueue once it can see the row.
 NOT_QUEUED_HORIZON_S = -1e9
 MAX_IDEMPOTENCY_KEY = 200  # characters, as the API's Idempotency-Key header
+# Why a key's create is refused (code conflict): the API words each its own way.
+KEY_IN_FLIGHT = "a create with this key is in flight; retry"
+KEY_REUSED = "was used with a different request"
 
 
 @dataclass(frozen=True, slots=True)
 class Item:
     """One job to create. `request_hash` tells a replay (same key, same request) from a
-    conflict (same key, another request); None: a hash of the spec."""
+    conflict (same key, another request); None: a hash of the spec. `answer`: what a keyed
+    create records with its key for replays, built from the job row (JSON values); None: the
+    job id and first executions."""
 
     spec: JobSpec
     idempotency_key: str | None = None
     request_hash: bytes | None = None
+    answer: Callable[[Job], Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +82,7 @@ class Enqueued:
     executions: tuple[EnqueuedExecution, ...]
     replayed: bool = False
     job: Job | None = field(default=None, repr=False)  # the job row, when asked for (with_jobs) and not a replay
+    response: Any = field(default=None, repr=False)  # a keyed item's answer (Item.answer), as recorded with its key
     ok: bool = field(default=True, init=False)
 
     @property
@@ -138,7 +147,9 @@ class _Accepted:
     request_hash: bytes | None
     first_execution: UUID | None  # one-off jobs: their execution's id, made before the insert
     run_at: datetime | None  # one-off jobs: the execution's due time
-    values: dict[str, Any] | None  # kept only where the Job row is built (cron jobs, with_jobs)
+    values: dict[str, Any] | None  # kept only where the Job row is built (cron jobs, with_jobs, an answer)
+    answer: Callable[[Job], Any] | None
+    response: Any = None  # the answer recorded with the key
 
 
 class _Columns:
@@ -170,7 +181,7 @@ class Intake:
         self.store = store
         self.queue = queue
         self.config = config
-        self.task_types = task_types  # None: only this process's registry (the daemon's API)
+        self.task_types = task_types  # None: only this process's registry
         self.clock = clock or ServerClock(store)
 
     async def create_many(
@@ -222,15 +233,18 @@ class Intake:
             entry = _Accepted(
                 slot, index, columns.append(values), values["id"], values["tenant"], key, request_hash,
                 execution_id(values["run_at"]) if one_off else None, values["run_at"],
-                None if one_off and not with_jobs else values,
+                None if one_off and not with_jobs and item.answer is None else values, item.answer,
             )  # fmt: skip
             if key is not None:
                 first_of_key[key] = entry
             accepted.append(entry)
         if accepted:
             if connection is None:
-                async with self.store.transaction() as tx:
-                    to_queue = await self._write(tx, accepted, columns, results, queue_now=True, with_jobs=with_jobs)
+                if first_of_key or any(a.first_execution is None for a in accepted):
+                    async with self.store.transaction() as tx:
+                        to_queue = await self._write(tx, accepted, columns, results, queue_now=True, with_jobs=with_jobs)
+                else:  # one-off jobs without keys: one statement writes them all, no transaction needed
+                    to_queue = await self._write(self.store, accepted, columns, results, queue_now=True, with_jobs=with_jobs)
                 await enqueue_committed(self.queue, to_queue, "jobs.enqueue_failed", shared=True)
                 to_queue = []
             elif connection.is_in_transaction():
@@ -245,9 +259,9 @@ class Intake:
         for slot, index, first, request_hash in repeats:
             done = results[first.slot]
             if isinstance(done, Enqueued) and request_hash == first.request_hash:
-                results[slot] = Enqueued(index, done.job_id, done.executions, replayed=True)
+                results[slot] = Enqueued(index, done.job_id, done.executions, replayed=True, response=done.response)
             elif isinstance(done, Enqueued):
-                results[slot] = Refused(index, "idempotency_key", "was used with a different request", "conflict")
+                results[slot] = Refused(index, "idempotency_key", KEY_REUSED, "conflict")
             else:
                 assert done is not None
                 results[slot] = Refused(index, done.field, done.message, done.code, done.limit)
@@ -269,24 +283,25 @@ class Intake:
         self, tx: Store, accepted: list[_Accepted], columns: _Columns, results: list[Result | None], *,
         queue_now: bool, with_jobs: bool = False,
     ) -> list[Enqueue]:  # fmt: skip
-        """Inside a transaction: claim keys, insert jobs and executions; fill `results`; return the
-        queued executions (to ZADD after the commit)."""
-        keyed = [a for a in accepted if a.key is not None]
-        if keyed:
-            accepted = await self._claim_keys(tx, keyed, accepted, results)
-        if not accepted:
-            return []
+        """Inside a transaction (or, for one-off jobs without keys, in one statement): claim keys,
+        insert jobs and executions; fill `results`; return the queued executions (to ZADD after
+        the commit)."""
         # Postgres's clock, as the column default would have it: read exactly when a cron job's
-        # first occurrences count from it, else the ServerClock's reading (no round trip).
+        # first occurrences count from it, else the ServerClock's reading (no round trip). Read
+        # before the claims: a key records the answer, which shows the job as created.
         has_cron = any(a.first_execution is None for a in accepted)
         created_at = await tx.clock_now() if has_cron else await self.clock.now()
-        await tx.job_insert_many(columns.only([a.row for a in accepted]), created_at)
-        one_offs = [a for a in accepted if a.first_execution is not None]
+        keyed = [a for a in accepted if a.key is not None]
+        if keyed:
+            accepted = await self._claim_keys(tx, keyed, accepted, results, created_at)
+        if not accepted:
+            return []
         horizon_s = self.config.dispatcher.horizon_s
-        pending = await tx.execution_insert_first_many(
-            [a.first_execution for a in one_offs], [a.job_id for a in one_offs], [a.tenant for a in one_offs],
-            [a.run_at for a in one_offs], horizon_s, queue_now=queue_now,
-        ) if one_offs else set()  # fmt: skip
+        pending = await tx.job_insert_many(
+            columns.only([a.row for a in accepted]), created_at, [a.first_execution for a in accepted], horizon_s,
+            queue_now=queue_now,
+        )  # fmt: skip
+        one_offs = [a for a in accepted if a.first_execution is not None]
         # Inside an application's transaction nothing is queued, but the ones due within the
         # horizon are returned all the same: to add to Redis once that transaction commits.
         horizon_end = await self.clock.now() + timedelta(seconds=horizon_s)
@@ -297,7 +312,8 @@ class Intake:
             assert first_id is not None and due_at is not None
             status = waiting if first_id in pending else queued
             job = _job(a.values, created_at) if a.values is not None else None
-            results[a.slot] = Enqueued(a.index, a.job_id, (EnqueuedExecution(first_id, due_at, status),), job=job)
+            results[a.slot] = Enqueued(a.index, a.job_id, (EnqueuedExecution(first_id, due_at, status),), job=job,
+                                       response=a.response)  # fmt: skip
             if status is queued or (not queue_now and due_at <= horizon_end):
                 to_queue.append(Enqueue(first_id, due_at, a.tenant))
         crons = [a for a in accepted if a.first_execution is None]
@@ -311,24 +327,29 @@ class Intake:
             for e in done.executions:
                 by_job.setdefault(e.job_id, []).append(EnqueuedExecution(e.id, e.due_at, e.status))
             for a, job in zip(crons, jobs, strict=True):
-                results[a.slot] = Enqueued(a.index, a.job_id, tuple(by_job.get(a.job_id, ())), job=job)
+                results[a.slot] = Enqueued(a.index, a.job_id, tuple(by_job.get(a.job_id, ())), job=job, response=a.response)
             to_queue.extend(done.enqueue if queue_now else
                             [Enqueue(e.id, e.due_at, e.tenant) for e in done.executions if e.due_at <= horizon_end])
         return to_queue
 
     async def _claim_keys(
-        self, tx: Store, keyed: list[_Accepted], accepted: list[_Accepted], results: list[Result | None]
-    ) -> list[_Accepted]:
-        """Take the items' idempotency keys; an item whose key is held is answered from the
-        first create (replay) or refused (another request). Returns the items still to insert."""
+        self, tx: Store, keyed: list[_Accepted], accepted: list[_Accepted], results: list[Result | None],
+        created_at: datetime,
+    ) -> list[_Accepted]:  # fmt: skip
+        """Take the items' idempotency keys, each recorded with its answer; an item whose key is
+        held is answered from the first create (replay) or refused (another request). Returns
+        the items still to insert."""
         ttl_s = self.config.api.idempotency_ttl_s
         claims = []
         for a in keyed:
             assert a.key is not None and a.request_hash is not None
-            first = [{"id": str(a.first_execution), "due_at": a.run_at.isoformat()}] \
-                if a.first_execution and a.run_at else []  # fmt: skip
-            response = json.dumps({"job_id": str(a.job_id), "executions": first})
-            claims.append((a.key[0], a.key[1], a.request_hash, a.job_id, response))
+            if a.answer is not None and a.values is not None:
+                a.response = a.answer(_job(a.values, created_at))
+            else:
+                first = [{"id": str(a.first_execution), "due_at": a.run_at.isoformat()}] \
+                    if a.first_execution and a.run_at else []  # fmt: skip
+                a.response = {"job_id": str(a.job_id), "executions": first}
+            claims.append((a.key[0], a.key[1], a.request_hash, a.job_id, json.dumps(a.response)))
         claims.sort(key=lambda c: (c[0], c[1]))  # one lock order, so two batches sharing keys cannot deadlock
         taken = await tx.idempotency_claim_many(claims, ttl_s)
         held = [a for a in keyed if a.key not in taken]
@@ -338,10 +359,9 @@ class Intake:
         for a in held:
             record = earlier.get(a.key) if a.key else None
             if record is None:  # taken by a transaction that has not ended (or expired meanwhile)
-                results[a.slot] = Refused(a.index, "idempotency_key", "a create with this key is in flight; retry",
-                                           "conflict")  # fmt: skip
+                results[a.slot] = Refused(a.index, "idempotency_key", KEY_IN_FLIGHT, "conflict")
             elif record.request_hash != a.request_hash:
-                results[a.slot] = Refused(a.index, "idempotency_key", "was used with a different request", "conflict")
+                results[a.slot] = Refused(a.index, "idempotency_key", KEY_REUSED, "conflict")
             else:
                 # The application's own connection has no jsonb codec: the response comes as text.
                 response = json.loads(record.response) if isinstance(record.response, str) else record.response
@@ -349,7 +369,7 @@ class Intake:
                     EnqueuedExecution(UUID(e["id"]), datetime.fromisoformat(e["due_at"]), None)
                     for e in response.get("executions", [])
                 )  # fmt: skip
-                results[a.slot] = Enqueued(a.index, record.job_id, executions, replayed=True)
+                results[a.slot] = Enqueued(a.index, record.job_id, executions, replayed=True, response=response)
         skip = {id(a) for a in held}
         return [a for a in accepted if id(a) not in skip]
 

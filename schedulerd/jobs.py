@@ -1,8 +1,9 @@
-"""Accepting and steering jobs: validate a definition, record it with its first executions,
-then enqueue; pause (with a note), resume, delete, trigger, backfill. Used by the CLI and the API.
+"""Jobs: what a definition may be (validate, used by every create through intake.Intake), and
+steering a recorded one: pause (with a note), resume, delete, trigger, backfill, get. Used by the
+CLI and the API.
 
-Order of writes: the Postgres transaction commits before the ZADD. If the ZADD fails the job
-is still accepted; the sweeper puts its queued executions into Redis within its grace.
+Order of writes: the Postgres transaction commits before the ZADD. If the ZADD fails the
+executions are still recorded; the sweeper puts the queued ones into Redis within its grace.
 A `tenant` argument scopes every call: another tenant's job is "not found", exactly like a
 missing one. None means an operator acting on every tenant (the CLI).
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -128,72 +129,15 @@ def validate(spec: JobSpec, config: Config, now: datetime, known_tasks: Collecti
     check_task(spec.task, known_tasks)
     if not TENANT_PATTERN.match(spec.tenant):
         raise ValidationError("tenant", "must be 1-64 characters of letters, digits, '_', '.', '-'")
-    if not isinstance(spec.params, dict):
-        raise ValidationError("params", f"must be a JSON object, got {type(spec.params).__name__}")
-    try:
-        encoded = _PARAMS_ENCODER.encode(spec.params)
-    except RecursionError:
-        raise ValidationError("params", f"is nested deeper than {MAX_PARAMS_DEPTH} levels") from None
-    except (TypeError, ValueError) as exc:
-        raise ValidationError("params", f"is not valid JSON ({exc})") from None
-    # The encoding is ASCII: a NUL or a lone surrogate would show as a \u escape, and fewer
-    # brackets than the depth cap cannot nest past it. Only a document that fails this quick
-    # test is walked (the walk names where the problem is; it was a tenth of enqueue_many).
-    if "\\u" in encoded or encoded.count("{") + encoded.count("[") > MAX_PARAMS_DEPTH:
-        _check_json_text(spec.params, "params")
-    if len(encoded.encode()) > defaults.max_params_bytes:
-        raise ValidationError(
-            "params", f"is {len(encoded.encode())} bytes; the limit is {defaults.max_params_bytes}", "jobs.max_params_bytes"
-        )
-    for name, value, choices in (("dst_repeated", spec.dst_repeated, DST_REPEATED), ("dst_missing", spec.dst_missing, DST_MISSING)):
-        if value is not None and value not in choices:
-            raise ValidationError(name, f"must be one of {', '.join(choices)}, got {value!r}")
-        if value is not None and spec.cron is None:
-            raise ValidationError(name, "applies to cron jobs only (a one-off job runs at one instant)")
-    if spec.delay_s is not None:
-        if spec.run_at is not None:
-            raise ValidationError("in", "give a run_at or a delay (in), not both")
-        if spec.cron is not None:
-            raise ValidationError("in", "a job has either a cron schedule or a delay (in), not both")
-        if not 0 <= spec.delay_s <= LATEST_RUN_AT.total_seconds():  # also refuses NaN
-            raise ValidationError("in", f"must be between 0 s and 10 years, got {spec.delay_s}")
+    encoded = _encoded_params(spec.params, defaults.max_params_bytes)
+    _check_dst_overrides(spec)
+    _check_delay(spec)
     if spec.cron is not None:
-        if spec.run_at is not None:
-            raise ValidationError("run_at", "a job has either a cron schedule or a run_at, not both")
-        try:
-            schedule = CronSchedule.parse(spec.cron, spec.timezone, spec.dst_repeated, spec.dst_missing)
-        except ScheduleError as exc:
-            field = "timezone" if "time zone" in str(exc) else "cron"
-            if str(exc).startswith("dst_"):  # an @every job given a DST override
-                field = "dst_repeated" if spec.dst_repeated is not None else "dst_missing"
-            raise ValidationError(field, str(exc)) from None
-        if spec.misfire_policy not in MISFIRE_POLICIES:
-            raise ValidationError("misfire_policy", f"must be one of skip, run_once, catch_up, got {spec.misfire_policy!r}")
-        if not 0 <= spec.catch_up_limit <= MAX_CATCH_UP_LIMIT:
-            raise ValidationError("catch_up_limit", f"must be between 0 and {MAX_CATCH_UP_LIMIT}, got {spec.catch_up_limit}")
-        if not 0 <= spec.window_s <= MAX_WINDOW_S:
-            raise ValidationError("window", f"must be between 0 and 24 h, got {spec.window_s:g} s")
-        run_at = None
-        kind = "cron"
-        cron: str | None = schedule.expression
+        cron: str | None = _cron_expression(spec)
+        run_at, kind = None, "cron"
     else:
-        if spec.timezone != "UTC":  # a one-off job keeps a zone only to show its time in; it must be one
-            try:
-                CronSchedule.parse("* * * * *", spec.timezone)
-            except ScheduleError as exc:
-                raise ValidationError("timezone", str(exc)) from None
-        if spec.delay_s is not None:
-            run_at, kind = now + timedelta(seconds=spec.delay_s), "at"
-        else:
-            run_at, kind = spec.run_at or now, "now" if spec.run_at is None else "at"
-        if not isinstance(run_at, datetime):
-            raise ValidationError("run_at", f"must be a datetime, got {type(run_at).__name__}")
-        if run_at.tzinfo is None or run_at.utcoffset() is None:
-            raise ValidationError("run_at", "must carry a UTC offset")
-        if not EARLIEST_RUN_AT <= run_at <= now + LATEST_RUN_AT:
-            raise ValidationError("in" if spec.delay_s is not None else "run_at",
-                                  f"{run_at.isoformat()} is out of range (2000-01-01 to 10 years from now)")  # fmt: skip
-        run_at, cron = run_at.astimezone(UTC), None
+        run_at, kind = _one_off_run_at(spec, now)
+        cron = None
     max_attempts = defaults.max_attempts if spec.max_attempts is None else spec.max_attempts
     if not 1 <= max_attempts <= 100:
         raise ValidationError("max_attempts", f"must be between 1 and 100, got {max_attempts}")
@@ -206,14 +150,7 @@ def validate(spec: JobSpec, config: Config, now: datetime, known_tasks: Collecti
         raise ValidationError("name", "is longer than 200 characters")
     if spec.name is not None:
         _check_text(spec.name, "name")
-    backoff_base_s = defaults.backoff_base_s if spec.backoff_base_s is None else spec.backoff_base_s
-    backoff_factor = defaults.backoff_factor if spec.backoff_factor is None else spec.backoff_factor
-    backoff_max_s = defaults.backoff_max_s if spec.backoff_max_s is None else spec.backoff_max_s
-    for key, value, (low, high) in (("backoff_base_s", backoff_base_s, BACKOFF_BASE_RANGE_S),
-                                    ("backoff_factor", backoff_factor, BACKOFF_FACTOR_RANGE),
-                                    ("backoff_max_s", backoff_max_s, BACKOFF_MAX_RANGE_S)):  # fmt: skip
-        if not low <= value <= high:  # also refuses NaN
-            raise ValidationError(key, f"must be between {low:g} and {high:g}, got {value}")
+    backoff_base_s, backoff_factor, backoff_max_s = _backoff(spec, config)
     return {
         "id": uuid.uuid4(), "tenant": spec.tenant, "name": spec.name, "task": spec.task,
         "params": spec.params, "schedule_kind": kind, "run_at": run_at, "cron": cron,
@@ -225,6 +162,104 @@ def validate(spec: JobSpec, config: Config, now: datetime, known_tasks: Collecti
         "tzdata_version": tzdb.installed_version() if cron else None,
         "overlap": spec.overlap, "params_json": encoded,
     }  # fmt: skip
+
+
+def _encoded_params(params: Any, max_bytes: int) -> str:
+    """The params as JSON text: a JSON object Postgres can store, at most `max_bytes` encoded."""
+    if not isinstance(params, dict):
+        raise ValidationError("params", f"must be a JSON object, got {type(params).__name__}")
+    try:
+        encoded = _PARAMS_ENCODER.encode(params)
+    except RecursionError:
+        raise ValidationError("params", f"is nested deeper than {MAX_PARAMS_DEPTH} levels") from None
+    except (TypeError, ValueError) as exc:
+        raise ValidationError("params", f"is not valid JSON ({exc})") from None
+    # The encoding is ASCII: a NUL or a lone surrogate would show as a \u escape, and fewer
+    # brackets than the depth cap cannot nest past it. Only a document that fails this quick
+    # test is walked (the walk names where the problem is; it was a tenth of enqueue_many).
+    if "\\u" in encoded or encoded.count("{") + encoded.count("[") > MAX_PARAMS_DEPTH:
+        _check_json_text(params, "params")
+    if len(encoded.encode()) > max_bytes:
+        raise ValidationError("params", f"is {len(encoded.encode())} bytes; the limit is {max_bytes}", "jobs.max_params_bytes")
+    return encoded
+
+
+def _check_dst_overrides(spec: JobSpec) -> None:
+    """dst_repeated and dst_missing: one of their choices, and on a cron job only."""
+    for name, value, choices in (("dst_repeated", spec.dst_repeated, DST_REPEATED), ("dst_missing", spec.dst_missing, DST_MISSING)):
+        if value is not None and value not in choices:
+            raise ValidationError(name, f"must be one of {', '.join(choices)}, got {value!r}")
+        if value is not None and spec.cron is None:
+            raise ValidationError(name, "applies to cron jobs only (a one-off job runs at one instant)")
+
+
+def _check_delay(spec: JobSpec) -> None:
+    """A delay (in) is the one-off's only instant, and at most 10 years."""
+    if spec.delay_s is None:
+        return
+    if spec.run_at is not None:
+        raise ValidationError("in", "give a run_at or a delay (in), not both")
+    if spec.cron is not None:
+        raise ValidationError("in", "a job has either a cron schedule or a delay (in), not both")
+    if not 0 <= spec.delay_s <= LATEST_RUN_AT.total_seconds():  # also refuses NaN
+        raise ValidationError("in", f"must be between 0 s and 10 years, got {spec.delay_s}")
+
+
+def _cron_expression(spec: JobSpec) -> str:
+    """A cron job's schedule as stored (CronSchedule's expression), after its misfire policy,
+    catch-up limit and smearing window are checked."""
+    if spec.run_at is not None:
+        raise ValidationError("run_at", "a job has either a cron schedule or a run_at, not both")
+    assert spec.cron is not None
+    try:
+        schedule = CronSchedule.parse(spec.cron, spec.timezone, spec.dst_repeated, spec.dst_missing)
+    except ScheduleError as exc:
+        field = "timezone" if "time zone" in str(exc) else "cron"
+        if str(exc).startswith("dst_"):  # an @every job given a DST override
+            field = "dst_repeated" if spec.dst_repeated is not None else "dst_missing"
+        raise ValidationError(field, str(exc)) from None
+    if spec.misfire_policy not in MISFIRE_POLICIES:
+        raise ValidationError("misfire_policy", f"must be one of skip, run_once, catch_up, got {spec.misfire_policy!r}")
+    if not 0 <= spec.catch_up_limit <= MAX_CATCH_UP_LIMIT:
+        raise ValidationError("catch_up_limit", f"must be between 0 and {MAX_CATCH_UP_LIMIT}, got {spec.catch_up_limit}")
+    if not 0 <= spec.window_s <= MAX_WINDOW_S:
+        raise ValidationError("window", f"must be between 0 and 24 h, got {spec.window_s:g} s")
+    return schedule.expression
+
+
+def _one_off_run_at(spec: JobSpec, now: datetime) -> tuple[datetime, str]:
+    """A one-off job's instant (UTC) and schedule kind: now, at run_at, or `delay_s` after now."""
+    if spec.timezone != "UTC":  # a one-off job keeps a zone only to show its time in; it must be one
+        try:
+            CronSchedule.parse("* * * * *", spec.timezone)
+        except ScheduleError as exc:
+            raise ValidationError("timezone", str(exc)) from None
+    if spec.delay_s is not None:
+        run_at, kind = now + timedelta(seconds=spec.delay_s), "at"
+    else:
+        run_at, kind = spec.run_at or now, "now" if spec.run_at is None else "at"
+    if not isinstance(run_at, datetime):
+        raise ValidationError("run_at", f"must be a datetime, got {type(run_at).__name__}")
+    if run_at.tzinfo is None or run_at.utcoffset() is None:
+        raise ValidationError("run_at", "must carry a UTC offset")
+    if not EARLIEST_RUN_AT <= run_at <= now + LATEST_RUN_AT:
+        raise ValidationError("in" if spec.delay_s is not None else "run_at",
+                              f"{run_at.isoformat()} is out of range (2000-01-01 to 10 years from now)")  # fmt: skip
+    return run_at.astimezone(UTC), kind
+
+
+def _backoff(spec: JobSpec, config: Config) -> tuple[float, float, float]:
+    """The retry backoff (base s, factor, cap s), the [jobs] defaults where the spec gives none."""
+    defaults = config.jobs
+    backoff_base_s = defaults.backoff_base_s if spec.backoff_base_s is None else spec.backoff_base_s
+    backoff_factor = defaults.backoff_factor if spec.backoff_factor is None else spec.backoff_factor
+    backoff_max_s = defaults.backoff_max_s if spec.backoff_max_s is None else spec.backoff_max_s
+    for key, value, (low, high) in (("backoff_base_s", backoff_base_s, BACKOFF_BASE_RANGE_S),
+                                    ("backoff_factor", backoff_factor, BACKOFF_FACTOR_RANGE),
+                                    ("backoff_max_s", backoff_max_s, BACKOFF_MAX_RANGE_S)):  # fmt: skip
+        if not low <= value <= high:  # also refuses NaN
+            raise ValidationError(key, f"must be between {low:g} and {high:g}, got {value}")
+    return backoff_base_s, backoff_factor, backoff_max_s
 
 
 def next_runs(job: Job, after: datetime, count: int) -> list[datetime]:
@@ -242,9 +277,6 @@ def labelled_next_runs(job: Job, after: datetime, count: int) -> list[Run]:
         return [Run(job.run_at, (), None)] if job.run_at and job.run_at > after else []
     offset = timedelta(seconds=smear_offset_s(str(job.id), job.window_s))
     return [Run(shifted(r.at, offset), r.labels, r.note) for r in schedule_of(job).labelled_runs(after, count)]
-
-
-AlsoInTransaction = Callable[[Store, Job, list[Execution]], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -277,42 +309,6 @@ class Jobs:
 
     async def _enqueue(self, entries: list[Enqueue]) -> None:
         await enqueue_committed(self.queue, entries, "jobs.enqueue_failed", shared=True)
-
-    async def create(
-        self, spec: JobSpec, also: AlsoInTransaction | None = None, known_tasks: Collection[str] | None = None
-    ) -> tuple[Job, list[Execution]]:
-        """Validate, commit the job with its first executions (a cron job: its first horizon),
-        then ZADD those due inside the dispatch horizon. `also` runs inside the same transaction
-        (the API records an idempotency key there); if it raises, nothing is written.
-        known_tasks: the task types accepted (task_types.TaskTypes); None: this process's registry.
-        "Now" and delays are Postgres's (like the claim's), so a host whose clock is off dates
-        nothing wrong; a refusal raised inside the transaction rolls back an empty one."""
-        horizon_s = self.config.dispatcher.horizon_s
-        if also is None and spec.cron is None:  # the common case: one statement, no transaction
-            values = validate(spec, self.config, await self.store.clock_now(), known_tasks)
-            job, execution = await self.store.job_create_one_off(values, execution_id(values["run_at"]), horizon_s)
-            await self._enqueue(queued([execution]))
-            log.info("jobs.created", job_id=str(job.id), tenant=job.tenant, task=job.task, executions=1)
-            return job, [execution]
-        async with self.store.transaction() as tx:
-            values = validate(spec, self.config, await tx.clock_now(), known_tasks)
-            job = await tx.job_insert(values)
-            if job.schedule_kind == "cron":
-                done = await materialise_jobs(
-                    tx, [job], await tx.clock_now(), self.config.materialiser, horizon_s, late_config=self.config.late
-                )
-                executions, enqueue = done.executions, done.enqueue
-            else:
-                assert job.run_at is not None
-                executions = await tx.execution_insert_many(
-                    [(execution_id(job.run_at), job.id, job.tenant, job.run_at, job.run_at)], horizon_s
-                )
-                enqueue = queued(executions)
-            if also is not None:
-                await also(tx, job, executions)
-        await self._enqueue(enqueue)
-        log.info("jobs.created", job_id=str(job.id), tenant=job.tenant, task=job.task, executions=len(executions))
-        return job, executions
 
     async def get(self, job_id: UUID, tenant: str | None = None) -> Job:
         job = await self.store.job_get(job_id)

@@ -1,9 +1,10 @@
 """Which task types producers may enqueue: those a live worker replica reported (recorded in
 Postgres by every replica with the worker role), plus any this process registered itself.
 
-Producers (the Python client, the CLI, an API replica) check a task name against this set, so
-they never import handler modules. The set is cached for a few seconds; an unknown name is looked
-up again at once before it is refused, so a type a worker just started running is not refused.
+Every create (intake.Intake) checks a task name against this set, so a producer needs no
+handler modules (the Python client imports none; the API and the CLI load the configured ones,
+tasks/loader.py). The set is cached for a few seconds; an unknown name is looked up again at
+once before it is refused, so a type a worker just started running is not refused.
 """
 
 from __future__ import annotations

@@ -21,6 +21,8 @@ import asyncpg
 import pytest
 
 from schedulerd.config import Config, DispatcherConfig, JobsConfig, SweeperConfig, WorkerConfig
+from schedulerd.errors import ValidationError
+from schedulerd.intake import Intake, Item, Refused
 from schedulerd.jobs import Jobs, JobSpec
 from schedulerd.log import configure as configure_logging
 from schedulerd.models import Execution, Job
@@ -113,13 +115,25 @@ def config() -> Config:
     )
 
 
+async def create_job(jobs: Jobs, spec: JobSpec) -> tuple[Job, list[Execution]]:
+    """Create one job through the one create path (intake.Intake) with the store, queue and config
+    of `jobs`: the job row and its first executions as recorded. Raises ValidationError naming
+    the field, as every door's refusal does."""
+    (result,), _ = await Intake(jobs.store, jobs.queue, jobs.config).create_many([Item(spec)], with_jobs=True)
+    if isinstance(result, Refused):
+        raise ValidationError(result.field, result.message, result.limit)
+    assert result.job is not None
+    executions = [await jobs.store.execution_get(e.id) for e in result.executions]
+    return result.job, [e for e in executions if e is not None]
+
+
 @pytest.fixture
 def make_job(store: Store, queue: DelayQueue, config: Config) -> MakeJob:
     """Create a one-off job through the real write path (JobSpec fields as keywords); returns
     the job and its execution."""
 
     async def make(task: str = "noop", **overrides: Any) -> tuple[Job, Execution]:
-        job, executions = await Jobs(store, queue, config).create(JobSpec(task=task, **overrides))
+        job, executions = await create_job(Jobs(store, queue, config), JobSpec(task=task, **overrides))
         return job, executions[0]
 
     return make

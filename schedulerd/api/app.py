@@ -1,5 +1,5 @@
 """The HTTP API's application: create_app() wires services, auth, limits and error handling
-into FastAPI; routes.py and late_routes.py hold the endpoints, errors.py the refusals. Every refusal is JSON: {"error": {code, message,
+into FastAPI; routes/ holds the endpoints, errors.py the refusals. Every refusal is JSON: {"error": {code, message,
 field, limit}}. The tenant always comes from the bearer token, never from the request."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
 
 from schedulerd.tasks import loader
-from schedulerd.api import late_routes, ops, routes
+from schedulerd.api import ops, routes
 from schedulerd.api.errors import ERRORS, ApiError, error_response, install_error_handlers
 from schedulerd.api.services import Services
 from schedulerd.config import Config
@@ -155,8 +155,8 @@ def create_app(jobs: Jobs, store: Store, queue: DelayQueue, config: Config) -> F
         docs_url=None, redoc_url=None, responses=ERRORS,  # /docs below: FastAPI's loads Swagger UI from a CDN
     )  # fmt: skip
     install_error_handlers(app)
-    app.include_router(late_routes.router(services, caller))  # first: /v1/executions/late is not an execution id
-    app.include_router(routes.router(services, caller))
+    for router in routes.routers(services, caller):
+        app.include_router(router)
     app.mount("/dashboard", StaticFiles(directory=DASHBOARD_DIR), name="dashboard")
 
     @app.get("/", include_in_schema=False)

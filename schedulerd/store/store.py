@@ -163,17 +163,6 @@ class Store:
 
     # --- jobs -------------------------------------------------------------------------------
 
-    async def job_insert(self, job: dict[str, Any]) -> Job:
-        row = await self.db.fetchrow(
-            QUERIES["job_insert"],
-            job["id"], job["tenant"], job["name"], job["task"], job["params"], job["schedule_kind"],
-            job["run_at"], job["cron"], job["timezone"], job["misfire_policy"], job["catch_up_limit"],
-            job["window_s"], job["max_attempts"], job["backoff_base_s"], job["backoff_factor"],
-            job["backoff_max_s"], job["timeout_s"], job["dst_repeated"], job["dst_missing"], job["tzdata_version"],
-            job["overlap"],
-        )  # fmt: skip
-        return Job.from_row(row)
-
     async def job_get(self, job_id: UUID) -> Job | None:
         row = await self.db.fetchrow(QUERIES["job_get"], job_id)
         return Job.from_row(row) if row else None
@@ -502,17 +491,6 @@ class Store:
             if deleted < batch_size:
                 return total
 
-    async def idempotency_get(self, tenant: str, key: str, ttl_s: float) -> IdempotencyRecord | None:
-        row = await self.db.fetchrow(QUERIES["idempotency_get"], tenant, key, ttl_s)
-        return IdempotencyRecord.from_row(row) if row else None
-
-    async def idempotency_insert(
-        self, tenant: str, key: str, request_hash: bytes, job_id: UUID, response: dict[str, Any], ttl_s: float
-    ) -> bool:
-        """False when a live entry already holds the key."""
-        row = await self.db.fetchrow(QUERIES["idempotency_insert"], tenant, key, request_hash, job_id, response, ttl_s)
-        return row is not None
-
     async def job_page(
         self, tenant: str, *, deleted: bool, after: tuple[datetime, UUID] | None, limit: int
     ) -> list[Job]:
@@ -779,40 +757,16 @@ class Store:
 
     # --- the front door: batched creates, idempotency keys, task types (schedulerd/intake.py) ---
 
-    async def job_insert_many(self, columns: Sequence[Sequence[Any]], created_at: datetime) -> None:
-        """Insert jobs given column-wise (intake.JOB_COLUMNS order, params as JSON text), all
-        created at `created_at`."""
-        await self.db.execute(QUERIES["job_insert_many"], *columns, created_at)
-
-    async def job_create_one_off(self, job: dict[str, Any], execution_id: UUID, horizon_s: float) -> tuple[Job, Execution]:
-        """A one-off job and its execution (due at job["run_at"]), in one statement."""
-        row = await self.db.fetchrow(
-            QUERIES["job_create_one_off"],
-            job["id"], job["tenant"], job["name"], job["task"], job["params"], job["schedule_kind"],
-            job["run_at"], job["cron"], job["timezone"], job["misfire_policy"], job["catch_up_limit"],
-            job["window_s"], job["max_attempts"], job["backoff_base_s"], job["backoff_factor"],
-            job["backoff_max_s"], job["timeout_s"], job["dst_repeated"], job["dst_missing"], job["tzdata_version"],
-            job["overlap"], execution_id, horizon_s,
-        )  # fmt: skip
-        created = Job.from_row(row)
-        execution = Execution(
-            id=execution_id, job_id=created.id, tenant=created.tenant, scheduled_for=job["run_at"], due_at=job["run_at"],
-            status=row["execution_status"], attempt=0, fence=0, lease_until=None, worker=None,
-            enqueued_at=row["execution_enqueued_at"], first_started_at=None, started_at=None, finished_at=None,
-            last_error=None, created_at=row["execution_created_at"], reason=None, origin="scheduled", redrives=0,
-            late_reason=None, cancel_requested_at=None,
-        )  # fmt: skip
-        return created, execution
-
-    async def execution_insert_first_many(
-        self, ids: Sequence[UUID], job_ids: Sequence[UUID], tenants: Sequence[str], due_at: Sequence[datetime],
+    async def job_insert_many(
+        self, columns: Sequence[Sequence[Any]], created_at: datetime, execution_ids: Sequence[UUID | None],
         horizon_s: float, *, queue_now: bool,
     ) -> set[UUID]:  # fmt: skip
-        """Insert the first executions of one-off jobs (given column-wise), each scheduled and due
-        at its instant; returns the ids written pending (the dispatcher will queue them); the
-        others are queued: ZADD them after the commit."""
+        """Insert jobs given column-wise (intake.JOB_COLUMNS order, params as JSON text), all
+        created at `created_at`, each one-off with its execution (`execution_ids`, aligned with
+        the rows; None for a cron job), scheduled and due at its run_at. Returns the ids written
+        pending (the dispatcher will queue them); the others are queued: ZADD them after the commit."""
         return set(await self.db.fetchval(
-            QUERIES["execution_insert_first_many"], ids, job_ids, tenants, due_at, horizon_s, queue_now
+            QUERIES["job_insert_many"], *columns, created_at, execution_ids, horizon_s, queue_now
         ))  # fmt: skip
 
     async def execution_committed(self, execution_ids: Sequence[UUID]) -> list[Enqueue]:

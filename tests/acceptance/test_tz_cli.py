@@ -13,7 +13,7 @@ from schedulerd import tzchange, tzdb
 from schedulerd.core.schedule import zone_rules
 from schedulerd.jobs import Jobs, JobSpec
 from schedulerd.tzdb import TzDatabase
-from tests.conftest import wait_for
+from tests.conftest import create_job, wait_for
 
 NY = "America/New_York"
 
@@ -120,7 +120,7 @@ async def test_tz_report_lists_the_last_recomputes_moved_jobs(cli, store, queue,
     assert empty.returncode == 0 and "no recompute recorded yet" in empty.stdout
     monkeypatch.setattr(tzdb, "installed_version", lambda: "2000a")
     with zone_rules(old_rules):
-        job, _ = await Jobs(store, queue, config).create(JobSpec(task="noop", cron="0 * * * *", timezone=NY, tenant="acme"))
+        job, _ = await create_job(Jobs(store, queue, config), JobSpec(task="noop", cron="0 * * * *", timezone=NY, tenant="acme"))
     await tzchange.recompute(store, queue, config, "replica-1", TzDatabase("2099b", "simulated"))
 
     report = json.loads(cli("tz", "report", "--json").stdout)
@@ -138,7 +138,7 @@ async def test_a_daemon_recomputes_jobs_of_another_tz_database_at_start(store, q
                                                                         no_recomputes) -> None:  # fmt: skip
     monkeypatch.setattr(tzdb, "installed_version", lambda: "2000a")
     with zone_rules(old_rules):
-        job, _ = await Jobs(store, queue, config).create(JobSpec(task="noop", cron="0 * * * *", timezone=NY))
+        job, _ = await create_job(Jobs(store, queue, config), JobSpec(task="noop", cron="0 * * * *", timezone=NY))
 
     daemon = start_daemon("tz-replica")
 

@@ -12,6 +12,7 @@ from schedulerd.core.schedule import zone_rules
 from schedulerd.jobs import Jobs, JobSpec
 from schedulerd.store import Store
 from schedulerd.tzdb import TzDatabase
+from tests.conftest import create_job
 
 NY = "America/New_York"
 
@@ -71,8 +72,8 @@ async def test_tz_report_shows_only_this_tenants_moved_jobs(  # type: ignore[no-
     monkeypatch.setattr(tzdb, "installed_version", lambda: "2000a")
     with zone_rules(lambda name: timezone(real + timedelta(minutes=30)) if name == NY else ZoneInfo(name)):
         jobs = Jobs(store, queue, config)
-        mine, _ = await jobs.create(JobSpec(task="noop", cron="0 * * * *", timezone=NY, tenant=client.tenant))  # type: ignore[attr-defined]
-        await jobs.create(JobSpec(task="noop", cron="0 * * * *", timezone=NY, tenant="someone-else"))
+        mine, _ = await create_job(jobs, JobSpec(task="noop", cron="0 * * * *", timezone=NY, tenant=client.tenant))  # type: ignore[attr-defined]
+        await create_job(jobs, JobSpec(task="noop", cron="0 * * * *", timezone=NY, tenant="someone-else"))
     await tzchange.recompute(store, queue, config, "replica-1", TzDatabase("2099b", "simulated"))
 
     report = (await client.get("/v1/tz/report")).json()

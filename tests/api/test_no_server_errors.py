@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from schedulerd.api import create_app
 from schedulerd.jobs import Jobs, JobSpec
 from schedulerd.tenants import Tenants
+from tests.conftest import create_job
 
 SEED = int(os.environ.get("SCHEDULERD_FAULT_SEED", "8"))
 INSTANTS = ["0001-01-01T00:00:00+01:00", "0001-01-01T00:30:00+14:00", "9999-12-31T23:00:00-05:00",
@@ -100,8 +101,8 @@ async def _rows(store) -> tuple[int, int]:  # type: ignore[no-untyped-def]
 async def test_no_endpoint_answers_5xx_to_any_parameter(store, queue, config) -> None:  # type: ignore[no-untyped-def]
     tenant = await Tenants(store).create(f"prop-{uuid.uuid4().hex[:12]}")
     jobs = Jobs(store, queue, config)
-    cron_job, _ = await jobs.create(JobSpec(task="noop", tenant=tenant.tenant, cron="0 2 * * *"))
-    one_off, executions = await jobs.create(JobSpec(task="noop", tenant=tenant.tenant))
+    cron_job, _ = await create_job(jobs, JobSpec(task="noop", tenant=tenant.tenant, cron="0 2 * * *"))
+    one_off, executions = await create_job(jobs, JobSpec(task="noop", tenant=tenant.tenant))
     app = create_app(jobs, store, queue, config)
     operations = [op for op in _operations(app.openapi()) if op[1].startswith("/v1/")]
     assert len(operations) >= 15, operations  # every tenant endpoint, read from the document
@@ -171,7 +172,7 @@ async def test_quoted_examples_are_422_naming_the_field(store, queue, config, pa
 async def test_bodies_past_the_calendar_or_with_bad_text_are_422_and_write_nothing(store, queue, config) -> None:  # type: ignore[no-untyped-def]
     tenant = await Tenants(store).create(f"bodies-{uuid.uuid4().hex[:12]}")
     jobs = Jobs(store, queue, config)
-    job, _ = await jobs.create(JobSpec(task="noop", tenant=tenant.tenant, cron="0 2 * * *"))
+    job, _ = await create_job(jobs, JobSpec(task="noop", tenant=tenant.tenant, cron="0 2 * * *"))
     app = create_app(jobs, store, queue, config)
     cases = [
         ("/v1/jobs", {"task": "noop", "run_at": "0001-01-01T00:00:00+01:00"}, {}, "run_at"),

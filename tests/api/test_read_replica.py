@@ -16,7 +16,7 @@ from schedulerd.jobs import Jobs, JobSpec
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store
 from schedulerd.tenants import Tenants
-from tests.conftest import fresh_database
+from tests.conftest import create_job, fresh_database
 
 READER_APP = "schedulerd-read-replica-test"
 
@@ -36,7 +36,7 @@ async def test_reads_go_to_the_replica_and_lookups_fall_back_to_the_primary(
     try:
         await Tenants(replica).create(tenant)  # the replica has caught up with the tenant, not its jobs
         later = datetime.now(UTC) + timedelta(days=1)  # beyond the dispatch horizon: nothing in Redis
-        only_there, _ = await Jobs(replica, queue, config).create(
+        only_there, _ = await create_job(Jobs(replica, queue, config),
             JobSpec(task="noop", tenant=tenant, name="only-on-replica", run_at=later)
         )
         async with httpx.AsyncClient(base_url=api.url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:

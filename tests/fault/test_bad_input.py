@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from schedulerd.core.schedule import CronSchedule
 from schedulerd.errors import ValidationError
 from schedulerd.jobs import Jobs, JobSpec
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, create_job
 
 SEED = int(os.environ.get("SCHEDULERD_FAULT_SEED", "8"))
 FIELDS = {"task", "tenant", "params", "run_at", "cron", "timezone", "misfire_policy", "catch_up_limit", "window",
@@ -151,7 +151,7 @@ async def _rows(store) -> tuple[int, int]:
 async def _create_and_judge(store, jobs: Jobs, spec: JobSpec) -> str:
     before = await _rows(store)
     try:
-        job, executions = await jobs.create(spec)
+        job, executions = await create_job(jobs, spec)
     except ValidationError as exc:
         field = exc.field.split(".")[0].split("[")[0].split(" ")[0]
         assert field in FIELDS, exc
@@ -364,14 +364,14 @@ async def test_quartz_forms_and_intervals_refused_precisely_by_jobs_create_and_t
     async with httpx.AsyncClient(transport=transport, base_url="http://q", headers={"Authorization": f"Bearer {tenant.token}"}) as http:
         for cron, message in QUARTZ_REFUSED:
             with pytest.raises(ValidationError) as info:
-                await jobs.create(JobSpec(task="noop", cron=cron))
+                await create_job(jobs, JobSpec(task="noop", cron=cron))
             assert (info.value.field, info.value.message) == ("cron", message)
             response = await http.post("/v1/jobs", json={"task": "noop", "cron": cron})
             assert response.status_code == 422, response.text
             assert response.json()["error"]["field"] == "cron" and response.json()["error"]["message"] == message
         # A DST override on an interval is refused naming the override.
         with pytest.raises(ValidationError) as info:
-            await jobs.create(JobSpec(task="noop", cron="@every 5m", dst_missing="skip"))
+            await create_job(jobs, JobSpec(task="noop", cron="@every 5m", dst_missing="skip"))
         assert info.value.field == "dst_missing" and "an interval is elapsed time" in info.value.message
         response = await http.post("/v1/jobs", json={"task": "noop", "cron": "@every 5m", "dst_repeated": "both"})
         assert response.status_code == 422 and response.json()["error"]["field"] == "dst_repeated", response.text

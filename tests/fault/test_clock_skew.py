@@ -21,6 +21,7 @@ from schedulerd.queue import DelayQueue
 from schedulerd.store import Store
 from schedulerd.sweeper import Sweeper
 from schedulerd.worker import Worker
+from tests.conftest import create_job
 from tests.fault.conftest import LEASE_S, check, insert_workload, wait_settled
 from tests.fault.skew import skewed_postgres
 
@@ -55,7 +56,7 @@ async def test_a_replica_with_a_fast_clock_starts_nothing_early(store, fleet) ->
 async def test_trigger_and_validation_on_a_skewed_host(store, queue, config) -> None:
     """A job triggered on a host whose clock is wrong is due at Postgres's now, not the host's."""
     jobs = Jobs(store, queue, config, clock=SystemClock(offset_s=SKEW_S))
-    job, _ = await jobs.create(JobSpec(task="noop", cron="0 0 1 1 *"))
+    job, _ = await create_job(jobs, JobSpec(task="noop", cron="0 0 1 1 *"))
     execution = await jobs.trigger(job.id)
     now = await store.clock_now()
     assert abs(execution.due_at - now) < timedelta(seconds=1)
@@ -66,12 +67,12 @@ async def test_due_times_set_on_a_skewed_host_come_from_postgres(store, queue, c
     """Every door that sets a due time takes "now" from Postgres: a job created without a time, one
     created to run in 60 s (the CLI's --in), a trigger, a backfill's spread and a redrive's."""
     jobs = Jobs(store, queue, config, clock=SystemClock(offset_s=skew_s))
-    _, (now_run,) = await jobs.create(JobSpec(task="noop"))
+    _, (now_run,) = await create_job(jobs, JobSpec(task="noop"))
     db_now = await store.clock_now()
     assert abs(now_run.due_at - db_now) < timedelta(seconds=1)
-    _, (later,) = await jobs.create(JobSpec(task="noop", delay_s=60.0))
+    _, (later,) = await create_job(jobs, JobSpec(task="noop", delay_s=60.0))
     assert abs(later.due_at - (await store.clock_now() + timedelta(seconds=60))) < timedelta(seconds=1)
-    job, _ = await jobs.create(JobSpec(task="noop", cron="0 * * * *"))
+    job, _ = await create_job(jobs, JobSpec(task="noop", cron="0 * * * *"))
     triggered = await jobs.trigger(job.id)
     assert abs(triggered.due_at - await store.clock_now()) < timedelta(seconds=1)
     done = await jobs.backfill(job.id, db_now - timedelta(hours=3), db_now - timedelta(hours=1))

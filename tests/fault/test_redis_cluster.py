@@ -21,7 +21,7 @@ from schedulerd.queue import DelayQueue
 from schedulerd.store import Store
 from schedulerd.sweeper import Sweeper
 from schedulerd.worker import Worker
-from tests.conftest import wait_for
+from tests.conftest import create_job, wait_for
 from tests.fault.cluster import RedisClusterServers, tools_present
 
 pytestmark = pytest.mark.skipif(not tools_present(), reason="redis-server and redis-cli (Debian's redis) are needed")
@@ -56,7 +56,7 @@ async def cluster_queue(cluster: RedisClusterServers, redis_prefix: str) -> Asyn
 async def _create(jobs: Jobs, count: int, spread_s: float, tenants: int = 3) -> None:
     start = datetime.now(UTC) + timedelta(milliseconds=200)
     for i in range(count):
-        await jobs.create(JobSpec(task="noop", tenant=f"t{i % tenants}", run_at=start + timedelta(seconds=spread_s * i / count)))
+        await create_job(jobs, JobSpec(task="noop", tenant=f"t{i % tenants}", run_at=start + timedelta(seconds=spread_s * i / count)))
 
 
 async def _all_succeeded(store: Store, count: int, timeout_s: float = 30.0) -> None:

@@ -4,14 +4,14 @@ README says, before any worker can start the missed runs."""
 from __future__ import annotations
 
 from schedulerd.jobs import Jobs, JobSpec
-from tests.conftest import wait_for
+from tests.conftest import create_job, wait_for
 
 
 async def test_restart_after_downtime_applies_each_misfire_policy(store, queue, config, start_daemon) -> None:
     jobs = Jobs(store, queue, config)
     made = {}
     for policy in ("skip", "run_once", "catch_up"):
-        made[policy], _ = await jobs.create(JobSpec(task="noop", cron="* * * * *", misfire_policy=policy, catch_up_limit=2))
+        made[policy], _ = await create_job(jobs, JobSpec(task="noop", cron="* * * * *", misfire_policy=policy, catch_up_limit=2))
     # Nothing ran for 10 minutes: move every written occurrence 10 minutes into the past, as if
     # the fleet had been stopped since before they fell due (an id carries its scheduled_for).
     await store.db.execute(

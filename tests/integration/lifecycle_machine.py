@@ -47,6 +47,7 @@ from schedulerd.tasks.registry import TaskContext, task
 from schedulerd.transient import TRANSIENT_ERRORS
 from schedulerd.tzdb import TzDatabase
 from schedulerd.worker import Worker
+from tests.conftest import create_job
 
 LEASE_S = 1.0
 OLD_TZ_VERSION = "2000a"
@@ -437,7 +438,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.run(self._create(spec, "cron" if zone == "UTC" else "tz"), f"create cron {cron!r} {zone} {kind}")
 
     async def _create(self, spec: JobSpec, kind: str) -> None:
-        job, executions = await self.jobs.create(spec)
+        job, executions = await create_job(self.jobs, spec)
         self.jobs_made[job.id] = kind
         for execution in executions:
             self.accepted[execution.id] = "schedule" if kind != "one_off" else "one_off"

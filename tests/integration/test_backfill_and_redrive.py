@@ -18,6 +18,7 @@ from schedulerd.materialiser import Materialiser
 from schedulerd.models import ExecutionStatus
 from schedulerd.store import Store
 from schedulerd.tasks.registry import TaskContext, task
+from tests.conftest import create_job
 from tests.integration.conftest import run_until_idle
 
 failing: set[str] = set()  # params["key"] values whose executions fail for now
@@ -51,7 +52,7 @@ async def execution_count(store) -> int:
 
 
 async def test_backfill_creates_each_past_occurrence_once_beside_the_scheduled_runs(jobs, store, queue, config) -> None:
-    job, _ = await jobs.create(JobSpec(task="noop", cron="0 * * * *", timezone="Europe/London"))
+    job, _ = await create_job(jobs, JobSpec(task="noop", cron="0 * * * *", timezone="Europe/London"))
     now = await store.clock_now()
     end = now.replace(minute=0, second=0, microsecond=0)
     start = end - timedelta(hours=5)
@@ -77,7 +78,7 @@ async def test_backfill_creates_each_past_occurrence_once_beside_the_scheduled_r
 
 
 async def test_backfilled_runs_are_not_misfires_and_run(jobs, store, queue, config, make_worker) -> None:
-    job, _ = await jobs.create(JobSpec(task="noop", cron="*/10 * * * *", misfire_policy="skip"))
+    job, _ = await create_job(jobs, JobSpec(task="noop", cron="*/10 * * * *", misfire_policy="skip"))
     now = await store.clock_now()
     done = await jobs.backfill(job.id, now - timedelta(hours=1), now)
     # Pretend the fleet fell far behind: the misfire pass must leave backfilled runs alone.
@@ -90,8 +91,8 @@ async def test_backfilled_runs_are_not_misfires_and_run(jobs, store, queue, conf
 
 
 async def test_backfill_refuses_bad_requests_and_writes_nothing(jobs, store, config) -> None:
-    cron_job, _ = await jobs.create(JobSpec(task="noop", cron="* * * * *", tenant="acme"))
-    one_off, _ = await jobs.create(JobSpec(task="noop", tenant="acme"))
+    cron_job, _ = await create_job(jobs, JobSpec(task="noop", cron="* * * * *", tenant="acme"))
+    one_off, _ = await create_job(jobs, JobSpec(task="noop", tenant="acme"))
     now = await store.clock_now()
     before = await execution_count(store)
     cases = [
@@ -119,7 +120,7 @@ async def test_backfill_refuses_bad_requests_and_writes_nothing(jobs, store, con
 
 
 async def test_trigger_has_a_slot_of_its_own(jobs, store) -> None:
-    job, _ = await jobs.create(JobSpec(task="noop", cron="* * * * *"))
+    job, _ = await create_job(jobs, JobSpec(task="noop", cron="* * * * *"))
     triggered = await jobs.trigger(job.id)
     assert triggered.origin == "trigger"
     # A scheduled occurrence at exactly the trigger's instant still gets written.
@@ -235,7 +236,7 @@ async def test_redrive_refuses_and_writes_nothing(make_job, make_worker, store, 
 
 
 async def test_pause_note_and_who_are_kept_until_resume(jobs) -> None:
-    job, _ = await jobs.create(JobSpec(task="noop", cron="*/5 * * * *"))
+    job, _ = await create_job(jobs, JobSpec(task="noop", cron="*/5 * * * *"))
     paused, _ = await jobs.pause(job.id, note="vendor API down, INC-42", by="alice")
     assert (paused.paused_note, paused.paused_by, paused.enabled) == ("vendor API down, INC-42", "alice", False)
     assert paused.paused_at is not None
@@ -247,7 +248,7 @@ async def test_pause_note_and_who_are_kept_until_resume(jobs) -> None:
 
 
 async def test_backfill_bounds_without_offset_or_before_2000_are_refused(jobs, store) -> None:
-    job, _ = await jobs.create(JobSpec(task="noop", cron="0 0 1 * *"))
+    job, _ = await create_job(jobs, JobSpec(task="noop", cron="0 0 1 * *"))
     with pytest.raises(ValidationError, match="UTC offset") as naive:
         await jobs.backfill(job.id, datetime(2026, 1, 1), datetime(2026, 2, 1, tzinfo=UTC))
     assert naive.value.field == "from"
@@ -265,7 +266,7 @@ async def test_a_delete_or_pause_racing_a_trigger_or_backfill_leaves_nothing_run
 ) -> None:
     """The delete (or pause) is sent after the trigger (backfill) judged the job and before it
     wrote its rows: either the write is refused or the steering cancels what it wrote."""
-    job, _ = await jobs.create(JobSpec(task="noop", cron="0 * * * *"))
+    job, _ = await create_job(jobs, JobSpec(task="noop", cron="0 * * * *"))
     await store.db.execute("UPDATE executions SET status = 'succeeded' WHERE job_id = $1", job.id)  # only the racer's rows count
     steering: list[asyncio.Task[Any]] = []
     clock_now = Store.clock_now

@@ -10,6 +10,7 @@ from schedulerd.dispatcher import Dispatcher
 from schedulerd.jobs import Jobs, JobSpec
 from schedulerd.models import ExecutionStatus
 from schedulerd.queue import DelayQueue, score_ms
+from tests.conftest import create_job
 from tests.integration.conftest import run_until_idle
 
 
@@ -39,7 +40,7 @@ async def test_job_is_accepted_when_redis_is_down_and_the_sweeper_enqueues_it(
     store, queue, sweeper, config, make_worker
 ) -> None:
     unreachable = DelayQueue.connect("redis://127.0.0.1:1/0", "nowhere")
-    job, (execution,) = await Jobs(store, unreachable, config).create(JobSpec(task="noop"))
+    job, (execution,) = await create_job(Jobs(store, unreachable, config), JobSpec(task="noop"))
     await unreachable.close()
     assert execution.status == ExecutionStatus.QUEUED  # committed before the failed ZADD
     assert await queue.missing([str(execution.id)]) == [str(execution.id)]

@@ -19,6 +19,7 @@ from schedulerd.materialiser import Materialiser
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store
 from schedulerd.worker import Worker
+from tests.conftest import create_job
 from tests.integration.conftest import run_until_idle, settle
 
 
@@ -67,7 +68,7 @@ async def late_rows(store: Store, job_id: UUID) -> list[Any]:
 
 async def test_occurrences_missed_while_no_replica_ran_are_scheduler_down(no_replicas, queue, config) -> None:
     store = no_replicas
-    job, _ = await Jobs(store, queue, config).create(JobSpec(task="noop", cron="* * * * *", misfire_policy="run_once"))
+    job, _ = await create_job(Jobs(store, queue, config), JobSpec(task="noop", cron="* * * * *", misfire_policy="run_once"))
     await fell_due_minutes_ago(store, job.id, 6)
     before = late_count("scheduler_down")
 
@@ -85,7 +86,7 @@ async def test_missed_while_replicas_ran_is_misfire_skip_or_backlog_and_a_heartb
 ) -> None:
     store = no_replicas
     jobs = Jobs(store, queue, config)
-    job, _ = await jobs.create(JobSpec(task="noop", cron="* * * * *", misfire_policy="catch_up", catch_up_limit=2))
+    job, _ = await create_job(jobs, JobSpec(task="noop", cron="* * * * *", misfire_policy="catch_up", catch_up_limit=2))
     await fell_due_minutes_ago(store, job.id, 10)
     # Replica a ran until 8 minutes ago and went silent; b started 4 minutes ago and is alive.
     await report_replica(store, "a", started_ago_s=3600, seen_ago_s=8 * 60)
@@ -173,7 +174,7 @@ async def test_on_time_claims_record_nothing(no_replicas, queue, config, make_jo
 async def test_pause_marks_paused_resume_clears_the_future_and_counts_the_stretch(no_replicas, queue, config) -> None:
     store = no_replicas
     jobs = Jobs(store, queue, config)
-    job, _ = await jobs.create(JobSpec(task="noop", cron="* * * * *"))
+    job, _ = await create_job(jobs, JobSpec(task="noop", cron="* * * * *"))
     await fell_due_minutes_ago(store, job.id, 10)  # ten occurrences fell due, unrun, before the pause
     await jobs.pause(job.id)
     assert await store.db.fetchval(
@@ -221,7 +222,7 @@ async def test_why_explains_a_skipped_occurrence_a_late_run_and_an_on_time_run(n
     store = no_replicas
     jobs = Jobs(store, queue, config)
     runs = LateRuns(store, config)
-    job, _ = await jobs.create(JobSpec(task="noop", cron="*/10 * * * *", misfire_policy="skip"))
+    job, _ = await create_job(jobs, JobSpec(task="noop", cron="*/10 * * * *", misfire_policy="skip"))
     await fell_due_minutes_ago(store, job.id, 60)
     await materialiser(store, queue, config).run_once()
     skipped = await store.db.fetchrow(
@@ -250,12 +251,12 @@ async def test_why_says_when_nothing_was_scheduled_or_written(no_replicas, queue
     store = no_replicas
     jobs = Jobs(store, queue, config)
     runs = LateRuns(store, config)
-    yearly, _ = await jobs.create(JobSpec(task="noop", cron="0 0 1 1 *"))
+    yearly, _ = await create_job(jobs, JobSpec(task="noop", cron="0 0 1 1 *"))
     mid_year = datetime(2026, 6, 15, 2, 0, tzinfo=UTC)
     assert (await runs.why(yearly, mid_year)).scheduled_for is None
     assert "no occurrence was scheduled within a day" in (await runs.why(yearly, mid_year)).answer
 
-    hourly, _ = await jobs.create(JobSpec(task="noop", cron="0 * * * *"))
+    hourly, _ = await create_job(jobs, JobSpec(task="noop", cron="0 * * * *"))
     before_creation = await runs.why(hourly, hourly.created_at - timedelta(hours=3))
     assert before_creation.execution is None and "did not exist yet" in before_creation.answer
 

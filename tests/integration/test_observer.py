@@ -6,6 +6,7 @@ from prometheus_client import REGISTRY
 
 from schedulerd.jobs import Jobs, JobSpec
 from schedulerd.observer import Observer, replica_roles
+from tests.conftest import create_job
 from tests.integration.conftest import run_until_idle
 
 
@@ -32,7 +33,7 @@ async def test_running_executions_update_counters_and_the_lag_histogram(make_job
 
 
 async def test_observer_samples_gauges_and_reports_the_replica(store, queue, config) -> None:
-    await Jobs(store, queue, config).create(JobSpec(task="noop", cron="* * * * *"))
+    await create_job(Jobs(store, queue, config), JobSpec(task="noop", cron="* * * * *"))
     observer = Observer(store, queue, config, "observer-test")
 
     await observer.run_once()

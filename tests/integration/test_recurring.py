@@ -12,6 +12,7 @@ from schedulerd.core.schedule import smear_offset_s
 from schedulerd.errors import NotFoundError, ValidationError
 from schedulerd.jobs import Jobs, JobSpec, next_runs
 from schedulerd.materialiser import Materialiser
+from tests.conftest import create_job
 
 
 @pytest.fixture
@@ -24,7 +25,7 @@ def materialiser(store, queue, config, **overrides) -> Materialiser:  # type: ig
 
 
 async def test_creating_a_cron_job_materialises_its_first_horizon(jobs, store, queue, config) -> None:
-    job, executions = await jobs.create(JobSpec(task="noop", cron="* * * * *", timezone="Europe/London"))
+    job, executions = await create_job(jobs, JobSpec(task="noop", cron="* * * * *", timezone="Europe/London"))
 
     horizon_s = config.materialiser.horizon_s
     assert abs(len(executions) - horizon_s / 60) <= 1
@@ -40,7 +41,7 @@ async def test_creating_a_cron_job_materialises_its_first_horizon(jobs, store, q
 
 async def test_materialisers_racing_write_each_occurrence_once(jobs, store, queue, config) -> None:
     for _ in range(20):
-        await jobs.create(JobSpec(task="noop", cron="*/5 * * * *"))
+        await create_job(jobs, JobSpec(task="noop", cron="*/5 * * * *"))
     await store.db.execute("DELETE FROM executions")
     await store.db.execute("UPDATE jobs SET materialised_to = now() - interval '1 minute'")
 
@@ -60,7 +61,7 @@ async def test_materialisers_racing_write_each_occurrence_once(jobs, store, queu
 async def test_a_job_first_materialised_late_still_gets_the_occurrences_since_it_was_created(store, queue, config) -> None:
     """A job whose cursor was never set (inserted by SQL, or the materialiser was busy) owes every
     occurrence since its creation: written late, they are judged by its misfire policy, not dropped."""
-    job, _ = await Jobs(store, queue, config).create(JobSpec(task="noop", cron="* * * * *", misfire_policy="catch_up"))
+    job, _ = await create_job(Jobs(store, queue, config), JobSpec(task="noop", cron="* * * * *", misfire_policy="catch_up"))
     await store.db.execute("DELETE FROM executions")
     await store.db.execute(
         "UPDATE jobs SET materialised_to = NULL, created_at = date_trunc('minute', now()) - interval '4 minutes 30 seconds'"
@@ -77,7 +78,7 @@ async def test_a_job_first_materialised_late_still_gets_the_occurrences_since_it
 async def test_each_misfire_policy_after_the_materialiser_was_down(jobs, store, queue, config) -> None:
     made = {}
     for policy in ("skip", "run_once", "catch_up"):
-        job, _ = await jobs.create(JobSpec(task="noop", cron="* * * * *", misfire_policy=policy, catch_up_limit=3))
+        job, _ = await create_job(jobs, JobSpec(task="noop", cron="* * * * *", misfire_policy=policy, catch_up_limit=3))
         made[policy] = job
     # The whole fleet was down for ten minutes, longer than the (shortened) horizon.
     await store.db.execute("DELETE FROM executions")
@@ -103,7 +104,7 @@ async def test_each_misfire_policy_after_the_materialiser_was_down(jobs, store, 
 
 
 async def test_missed_rows_are_judged_when_the_scheduler_was_down_inside_the_horizon(jobs, store, queue, config) -> None:
-    job, _ = await jobs.create(JobSpec(task="noop", cron="* * * * *", misfire_policy="run_once"))
+    job, _ = await create_job(jobs, JobSpec(task="noop", cron="* * * * *", misfire_policy="run_once"))
     # Rows were written ahead, then nobody ran them: pretend they fell due over the last 5 minutes
     # (an id carries its scheduled_for, so it moves too).
     await store.db.execute(
@@ -121,7 +122,7 @@ async def test_missed_rows_are_judged_when_the_scheduler_was_down_inside_the_hor
 
 
 async def test_smearing_shifts_every_run_by_one_stable_offset(jobs, store) -> None:
-    job, executions = await jobs.create(JobSpec(task="noop", cron="0 * * * *", window_s=300))
+    job, executions = await create_job(jobs, JobSpec(task="noop", cron="0 * * * *", window_s=300))
     offset = timedelta(seconds=smear_offset_s(str(job.id), 300))
     assert {e.due_at - e.scheduled_for for e in executions} == {offset}
     assert all(e.scheduled_for.minute == 0 for e in executions)
@@ -129,7 +130,7 @@ async def test_smearing_shifts_every_run_by_one_stable_offset(jobs, store) -> No
 
 
 async def test_pause_resume_delete_and_trigger(jobs, store, queue, make_worker) -> None:
-    job, executions = await jobs.create(JobSpec(task="noop", cron="*/10 * * * *"))
+    job, executions = await create_job(jobs, JobSpec(task="noop", cron="*/10 * * * *"))
     paused, cancelled = await jobs.pause(job.id)
     assert not paused.enabled and cancelled == len(executions)
     assert await store.db.fetchval("SELECT count(*) FROM executions WHERE status <> 'cancelled'") == 0
@@ -152,7 +153,7 @@ async def test_pause_resume_delete_and_trigger(jobs, store, queue, make_worker) 
 
 
 async def test_one_tenant_cannot_steer_another_tenants_job(jobs) -> None:
-    job, _ = await jobs.create(JobSpec(task="noop", cron="@hourly", tenant="team-a"))
+    job, _ = await create_job(jobs, JobSpec(task="noop", cron="@hourly", tenant="team-a"))
     for action in (jobs.get, jobs.pause, jobs.resume, jobs.delete, jobs.trigger):
         with pytest.raises(NotFoundError, match="not found"):
             await action(job.id, tenant="team-b")
@@ -175,7 +176,7 @@ async def test_one_tenant_cannot_steer_another_tenants_job(jobs) -> None:
 )
 async def test_bad_cron_jobs_are_refused_and_write_nothing(jobs, store, spec, field, message) -> None:
     with pytest.raises(ValidationError, match=message) as raised:
-        await jobs.create(spec)
+        await create_job(jobs, spec)
     assert raised.value.field == field
     assert await store.db.fetchval("SELECT count(*) FROM jobs") == 0
     assert await store.db.fetchval("SELECT count(*) FROM executions") == 0
@@ -185,7 +186,7 @@ async def test_bad_cron_jobs_are_refused_and_write_nothing(jobs, store, spec, fi
 async def test_a_policy_runs_what_it_keeps_when_one_jobs_missed_rows_exceed_the_batch(
     jobs, store, queue, config, policy: str, runs: int
 ) -> None:
-    job, _ = await jobs.create(JobSpec(task="noop", cron="* * * * *", misfire_policy=policy, catch_up_limit=2))
+    job, _ = await create_job(jobs, JobSpec(task="noop", cron="* * * * *", misfire_policy=policy, catch_up_limit=2))
     await store.db.execute("DELETE FROM executions")
     await store.db.execute("UPDATE jobs SET materialised_to = date_trunc('minute', now()) - interval '10 minutes'")
     small = materialiser(store, queue, config, misfire_batch_size=3)  # about ten missed rows, judged 3 at a time

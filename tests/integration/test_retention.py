@@ -25,7 +25,7 @@ from schedulerd.retention import Retention
 from schedulerd.store import Store
 from schedulerd.tasks.registry import TaskContext, task
 from schedulerd.worker import Worker
-from tests.conftest import MakeJob, _with_database, wait_for
+from tests.conftest import MakeJob, _with_database, create_job, wait_for
 from tests.integration.conftest import settle
 
 pytestmark = pytest.mark.asyncio
@@ -240,7 +240,7 @@ async def test_retention_never_moves_a_backfilled_execution_while_it_runs(
     retention = Retention(store, RetentionConfig(days=7))
     await retention.run_once()  # yesterday and the days ahead exist: the pass below has only the backfilled day to judge
     jobs = Jobs(store, queue, config)
-    job, _ = await jobs.create(JobSpec(task="test.retention_sleeps", cron="0 * * * *", params={"s": 2.0}))
+    job, _ = await create_job(jobs, JobSpec(task="test.retention_sleeps", cron="0 * * * *", params={"s": 2.0}))
     day = await today(store) - timedelta(days=10)
     start = datetime.combine(day, datetime.min.time(), UTC) + timedelta(hours=10)
     (backfilled,) = (await jobs.backfill(job.id, start, start + timedelta(hours=1))).created

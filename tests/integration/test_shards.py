@@ -16,6 +16,7 @@ from schedulerd.models import Enqueue, ExecutionStatus
 from schedulerd.queue import DelayQueue, score_ms, shard_of
 from schedulerd.sweeper import Sweeper
 from schedulerd.worker import Worker
+from tests.conftest import create_job
 from tests.integration.conftest import settle
 
 MakeQueue = Callable[[int], DelayQueue]
@@ -153,7 +154,7 @@ async def test_changing_the_shard_count_loses_nothing_and_runs_nothing_twice(
     jobs = Jobs(store, old, config)
     created = []
     for i in range(60):
-        _, executions = await jobs.create(JobSpec(task="noop", tenant=f"t{i % 3}",
+        _, executions = await create_job(jobs, JobSpec(task="noop", tenant=f"t{i % 3}",
                                                   run_at=datetime.now(UTC) + timedelta(milliseconds=300)))  # fmt: skip
         created += executions
     new = make_queue(after)

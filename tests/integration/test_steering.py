@@ -20,6 +20,7 @@ from schedulerd.store import Store
 from schedulerd.sweeper import Sweeper
 from schedulerd.tasks.registry import TaskContext, task
 from schedulerd.worker import Worker
+from tests.conftest import create_job
 from tests.integration.conftest import settle
 
 # Each gated handler waits for its test to release it, then succeeds or fails as told; starts
@@ -77,7 +78,7 @@ async def _final(store: Store, execution_id: UUID) -> Execution:
 @pytest.mark.parametrize("how", ["paused", "deleted"])
 async def test_a_failure_after_pause_or_delete_is_not_retried(how, store, queue, config, make_worker) -> None:
     jobs = Jobs(store, queue, config)
-    job, (execution,) = await jobs.create(JobSpec(task="test.steer_gate", params={"fail": True}, max_attempts=3))
+    job, (execution,) = await create_job(jobs, JobSpec(task="test.steer_gate", params={"fail": True}, max_attempts=3))
     worker = make_worker()
     assert await worker.run_once() == 1
     await _started(execution.id)
@@ -98,7 +99,7 @@ async def test_a_failure_after_pause_or_delete_is_not_retried(how, store, queue,
 
 async def test_the_running_attempt_of_a_paused_job_still_succeeds(store, queue, config, make_worker) -> None:
     jobs = Jobs(store, queue, config)
-    job, (execution,) = await jobs.create(JobSpec(task="test.steer_gate", max_attempts=3))
+    job, (execution,) = await create_job(jobs, JobSpec(task="test.steer_gate", max_attempts=3))
     worker = make_worker()
     assert await worker.run_once() == 1
     await _started(execution.id)
@@ -135,7 +136,7 @@ async def test_a_retry_queued_beside_a_pause_is_cancelled_by_the_claim_never_sta
     how, overlap, redis, store, queue, config, make_worker
 ) -> None:  # fmt: skip
     jobs = Jobs(store, queue, config)
-    job, (execution,) = await jobs.create(
+    job, (execution,) = await create_job(jobs,
         JobSpec(task="test.steer_gate", params={"fail": True}, max_attempts=3, overlap=overlap, backoff_base_s=0.1)
     )
     worker = make_worker()
@@ -170,7 +171,7 @@ async def test_a_retry_queued_beside_a_pause_is_cancelled_by_the_claim_never_sta
 
 async def test_a_lease_expiring_on_a_paused_job_is_cancelled_not_queued(store, queue, config, make_worker) -> None:
     jobs = Jobs(store, queue, config)
-    job, (execution,) = await jobs.create(JobSpec(task="test.steer_gate", params={"fail": True}, max_attempts=3))
+    job, (execution,) = await create_job(jobs, JobSpec(task="test.steer_gate", params={"fail": True}, max_attempts=3))
     worker = make_worker()
     assert await worker.run_once() == 1
     await _started(execution.id)
@@ -191,7 +192,7 @@ async def test_a_lease_expiring_on_a_paused_job_is_cancelled_not_queued(store, q
 
 async def test_a_spent_lease_of_a_deleted_job_still_ends_failed(store, queue, config, make_worker) -> None:
     jobs = Jobs(store, queue, config)
-    job, (execution,) = await jobs.create(JobSpec(task="test.steer_gate", max_attempts=1))
+    job, (execution,) = await create_job(jobs, JobSpec(task="test.steer_gate", max_attempts=1))
     worker = make_worker()
     assert await worker.run_once() == 1
     await _started(execution.id)
@@ -206,7 +207,7 @@ async def test_a_spent_lease_of_a_deleted_job_still_ends_failed(store, queue, co
 @pytest.mark.parametrize("how", ["paused", "deleted"])
 async def test_a_park_after_pause_or_delete_cancels_the_claim(how, store, queue, config) -> None:
     jobs = Jobs(store, queue, config)
-    job, (execution,) = await jobs.create(JobSpec(task="test.steer_gate", max_attempts=3))
+    job, (execution,) = await create_job(jobs, JobSpec(task="test.steer_gate", max_attempts=3))
     (claim,) = await store.execution_claim_many([execution.id], 5.0, "worker-a")
     await _steer(jobs, job.id, how)  # between the claim and admission's park
 
@@ -221,7 +222,7 @@ async def test_a_park_after_pause_or_delete_cancels_the_claim(how, store, queue,
 
 async def test_a_hand_back_after_delete_cancels(store, queue, config) -> None:
     jobs = Jobs(store, queue, config)
-    job, (execution,) = await jobs.create(JobSpec(task="test.steer_gate", max_attempts=3))
+    job, (execution,) = await create_job(jobs, JobSpec(task="test.steer_gate", max_attempts=3))
     (claim,) = await store.execution_claim_many([execution.id], 5.0, "worker-a")
     await jobs.delete(job.id)
 
@@ -236,7 +237,7 @@ async def test_resume_does_not_revive_an_execution_a_pause_stopped_mid_retry(sto
     """Resume gives back the future slots the pause cancelled; a run it stopped between two
     attempts stays cancelled (the paused stretch is not caught up)."""
     jobs = Jobs(store, queue, config)
-    job, executions = await jobs.create(JobSpec(task="test.steer_gate", params={"fail": True}, cron="* * * * *"))
+    job, executions = await create_job(jobs, JobSpec(task="test.steer_gate", params={"fail": True}, cron="* * * * *"))
     now = await store.clock_now()
     (first,) = (await jobs.backfill(job.id, now - timedelta(seconds=61), now - timedelta(seconds=1))).created[:1]
     (claim,) = await store.execution_claim_many([first.id], 5.0, "worker-a")
@@ -257,7 +258,7 @@ async def test_resume_does_not_revive_an_execution_a_pause_stopped_mid_retry(sto
 
 async def test_trigger_of_a_paused_job_is_refused(store, queue, config) -> None:
     jobs = Jobs(store, queue, config)
-    job, _ = await jobs.create(JobSpec(task="noop", cron="@hourly"))
+    job, _ = await create_job(jobs, JobSpec(task="noop", cron="@hourly"))
     await jobs.pause(job.id)
     with pytest.raises(ValidationError, match="paused"):
         await jobs.trigger(job.id)

@@ -23,6 +23,7 @@ from schedulerd.materialising import materialise_jobs
 from schedulerd.models import Claim
 from schedulerd.store import Store
 from schedulerd.tzdb import TzDatabase
+from tests.conftest import create_job
 
 NY = "America/New_York"
 NEW = TzDatabase("2099b", "simulated")
@@ -59,9 +60,9 @@ def counter(metric) -> float:  # type: ignore[no-untyped-def]
 async def test_a_tz_database_change_moves_future_occurrences_and_reports_them(jobs, store, queue, config, monkeypatch) -> None:
     monkeypatch.setattr(tzdb, "installed_version", lambda: "2000a")
     with zone_rules(old_rules):
-        moving, _ = await jobs.create(JobSpec(task="noop", cron="0 * * * *", timezone=NY))
-        same, _ = await jobs.create(JobSpec(task="noop", cron="0 * * * *", timezone="UTC"))
-        paused, _ = await jobs.create(JobSpec(task="noop", cron="10 * * * *", timezone=NY))
+        moving, _ = await create_job(jobs, JobSpec(task="noop", cron="0 * * * *", timezone=NY))
+        same, _ = await create_job(jobs, JobSpec(task="noop", cron="0 * * * *", timezone="UTC"))
+        paused, _ = await create_job(jobs, JobSpec(task="noop", cron="10 * * * *", timezone=NY))
         old_instants = await future_slots(store, moving.id)
     await jobs.pause(paused.id)
     # One occurrence of the moving job has started: a recompute never touches it.
@@ -113,7 +114,7 @@ async def test_replicas_starting_together_recompute_once(jobs, store, queue, con
     monkeypatch.setattr(tzdb, "installed_version", lambda: "2000a")
     with zone_rules(old_rules):
         for _ in range(30):
-            await jobs.create(JobSpec(task="noop", cron="10 * * * *", timezone=NY))
+            await create_job(jobs, JobSpec(task="noop", cron="10 * * * *", timezone=NY))
     monkeypatch.setattr(tzdb, "installed_version", lambda: NEW.version)
 
     results = await asyncio.gather(*(tzchange.recompute(store, queue, config, f"replica-{i}", NEW, batch_size=7)
@@ -129,7 +130,7 @@ async def test_replicas_starting_together_recompute_once(jobs, store, queue, con
 
 async def test_materialising_with_another_version_marks_the_job_mixed(jobs, store, queue, config, monkeypatch) -> None:
     monkeypatch.setattr(tzdb, "installed_version", lambda: "2000a")
-    job, _ = await jobs.create(JobSpec(task="noop", cron="* * * * *"))
+    job, _ = await create_job(jobs, JobSpec(task="noop", cron="* * * * *"))
     assert (await store.job_get(job.id)).tzdata_version == "2000a"
     # A replica still on the old version keeps materialising; one on a newer version writes next.
     monkeypatch.setattr(tzdb, "installed_version", lambda: "2099b")
@@ -167,7 +168,7 @@ def utc(text: str) -> datetime:
 ])
 async def test_dst_overrides_decide_what_the_materialiser_writes(jobs, store, config, cron, repeated, missing, now,
                                                                   expected) -> None:  # fmt: skip
-    job, _ = await jobs.create(JobSpec(task="noop", cron=cron, timezone=NY, dst_repeated=repeated, dst_missing=missing))
+    job, _ = await create_job(jobs, JobSpec(task="noop", cron=cron, timezone=NY, dst_repeated=repeated, dst_missing=missing))
     written = await materialise_at(store, config, job, utc(now))
     assert written == [utc(t) for t in expected]
     saved = await store.job_get(job.id)
@@ -175,8 +176,8 @@ async def test_dst_overrides_decide_what_the_materialiser_writes(jobs, store, co
 
 
 async def test_a_skipped_spring_forward_hour_is_written_for_a_cadence_only_when_shifted(jobs, store, config) -> None:
-    skip, _ = await jobs.create(JobSpec(task="noop", cron="30 * * * *", timezone=NY))  # cadence: skip by the rule
-    shift, _ = await jobs.create(JobSpec(task="noop", cron="30 * * * *", timezone=NY, dst_missing="shift"))
+    skip, _ = await create_job(jobs, JobSpec(task="noop", cron="30 * * * *", timezone=NY))  # cadence: skip by the rule
+    shift, _ = await create_job(jobs, JobSpec(task="noop", cron="30 * * * *", timezone=NY, dst_missing="shift"))
     night = utc("2027-03-14 04:00")  # 23:00 EST on 03-13
     skipped = await materialise_at(store, config, skip, night)
     shifted = await materialise_at(store, config, shift, night)
@@ -191,15 +192,15 @@ async def test_a_skipped_spring_forward_hour_is_written_for_a_cadence_only_when_
 ])
 async def test_bad_dst_overrides_are_refused_and_write_nothing(jobs, store, spec, field, message) -> None:
     with pytest.raises(ValidationError, match=message) as raised:
-        await jobs.create(spec)
+        await create_job(jobs, spec)
     assert raised.value.field == field
     assert await store.db.fetchval("SELECT count(*) FROM jobs") == 0
 
 
 async def test_a_job_whose_zone_left_the_tz_database_is_kept_and_logged(jobs, store, queue, config, monkeypatch) -> None:
     monkeypatch.setattr(tzdb, "installed_version", lambda: "2000a")
-    gone, _ = await jobs.create(JobSpec(task="noop", cron="0 * * * *", timezone="Asia/Kolkata"))
-    other, _ = await jobs.create(JobSpec(task="noop", cron="0 * * * *", timezone="UTC"))
+    gone, _ = await create_job(jobs, JobSpec(task="noop", cron="0 * * * *", timezone="Asia/Kolkata"))
+    other, _ = await create_job(jobs, JobSpec(task="noop", cron="0 * * * *", timezone="UTC"))
     before = await future_slots(store, gone.id)
 
     def without_kolkata(name: str) -> ZoneInfo:
@@ -223,7 +224,7 @@ async def moving_job(jobs, store, monkeypatch):  # type: ignore[no-untyped-def]
     version is installed after."""
     monkeypatch.setattr(tzdb, "installed_version", lambda: "2000a")
     with zone_rules(old_rules):
-        job, _ = await jobs.create(JobSpec(task="noop", cron="0 * * * *", timezone=NY))
+        job, _ = await create_job(jobs, JobSpec(task="noop", cron="0 * * * *", timezone=NY))
     first = await store.db.fetchrow(
         "UPDATE executions SET due_at = now() WHERE id = (SELECT id FROM executions WHERE job_id = $1 "
         "AND scheduled_for > now() ORDER BY scheduled_for LIMIT 1) RETURNING id, scheduled_for", job.id)

@@ -117,23 +117,6 @@ WHERE tenant = $1 AND ($2::uuid IS NULL OR job_id = $2) AND ($3::text IS NULL OR
 ORDER BY scheduled_for, id
 LIMIT $8;
 
--- name: execution_insert_first_many
--- The one execution of each new one-off job: (id, job, tenant, instant) rows, scheduled and due at
--- that instant. Those due inside the dispatch horizon ($5 s) are queued for the caller's ZADD
--- after its commit, unless $6 is false: inside an application's own transaction the commit is
--- not ours to see, so they stay pending and the dispatcher enqueues them once they are visible.
--- Returns only the ids written pending: usually none, and a row per execution cost the bulk
--- create more than its insert did.
-WITH inserted AS (
-    INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enqueued_at)
-    SELECT o.id, o.job_id, o.tenant, o.at, o.at,
-           CASE WHEN $6 AND o.at <= clock_timestamp() + make_interval(secs => $5) THEN 'queued' ELSE 'pending' END,
-           CASE WHEN $6 AND o.at <= clock_timestamp() + make_interval(secs => $5) THEN clock_timestamp() END
-    FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[]) AS o(id, job_id, tenant, at)
-    RETURNING id, status
-)
-SELECT coalesce(array_agg(id) FILTER (WHERE status = 'pending'), '{}') AS pending FROM inserted;
-
 -- name: execution_committed
 -- Which of these executions (ids, with their tenants) exist and still wait to start: after an
 -- application's transaction, the ones it committed (a rolled-back enqueue left none).

@@ -1,13 +1,5 @@
--- Job definitions: create (one, many, a one-off with its execution), read, page, lock, pause,
+-- Job definitions: create (with each one-off's execution), read, page, lock, pause,
 -- delete, and the materialiser's cursor.
-
--- name: job_insert
--- Record a job definition.
-INSERT INTO jobs (id, tenant, name, task, params, schedule_kind, run_at, cron, timezone,
-                  misfire_policy, catch_up_limit, window_s, max_attempts, backoff_base_s,
-                  backoff_factor, backoff_max_s, timeout_s, dst_repeated, dst_missing, tzdata_version, overlap)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
-RETURNING *;
 
 -- name: job_get
 -- One job by id (deleted ones too: their history stays visible).
@@ -92,43 +84,41 @@ CROSS JOIN LATERAL (
 ) l;
 
 -- name: job_insert_many
--- Record many job definitions in one statement (the front door's batches): one array per column,
+-- Record many job definitions in one statement (the front door's creates): one array per column,
 -- params as JSON text, all created at $22 (the batch's instant on Postgres's clock, which the
--- caller read), so nothing needs to come back.
-INSERT INTO jobs (id, tenant, name, task, params, schedule_kind, run_at, cron, timezone,
-                  misfire_policy, catch_up_limit, window_s, max_attempts, backoff_base_s,
-                  backoff_factor, backoff_max_s, timeout_s, dst_repeated, dst_missing, tzdata_version, overlap,
-                  created_at, updated_at)
-SELECT j.id, j.tenant, j.name, j.task, j.params::jsonb, j.schedule_kind, j.run_at, j.cron, j.timezone,
-       j.misfire_policy, j.catch_up_limit, j.window_s, j.max_attempts, j.backoff_base_s,
-       j.backoff_factor, j.backoff_max_s, j.timeout_s, j.dst_repeated, j.dst_missing, j.tzdata_version, j.overlap,
-       $22, $22
-FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[], $8::text[],
-            $9::text[], $10::text[], $11::int[], $12::float8[], $13::int[], $14::float8[], $15::float8[],
-            $16::float8[], $17::float8[], $18::text[], $19::text[], $20::text[], $21::text[])
-     AS j(id, tenant, name, task, params, schedule_kind, run_at, cron, timezone, misfire_policy, catch_up_limit,
-          window_s, max_attempts, backoff_base_s, backoff_factor, backoff_max_s, timeout_s, dst_repeated,
-          dst_missing, tzdata_version, overlap);
-
--- name: job_create_one_off
--- Record a one-off job ($1-$21 as job_insert) with its one execution ($22: its id) in one
--- statement, so a single create costs one round trip and no BEGIN/COMMIT. The execution is
--- queued when due inside the dispatch horizon ($23 s). Returns the job row with the execution's
--- status, enqueued_at and created_at (the caller knows its other values).
-WITH job AS (
+-- caller read), with the one execution of each one-off job ($23: its id; NULL for a cron job,
+-- which the materialiser's service writes), scheduled and due at its run_at. So a batch of
+-- one-offs, a single one too, costs one round trip and needs no transaction of its own. Those due
+-- inside the dispatch horizon ($24 s) are queued for the caller's ZADD after its commit, unless
+-- $25 is false: inside an application's own transaction the commit is not ours to see, so they
+-- stay pending and the dispatcher enqueues them once they are visible. Returns only the ids
+-- written pending: usually none, and a row per execution cost the bulk create more than its
+-- insert did.
+WITH j AS (
+    SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[],
+                         $8::text[], $9::text[], $10::text[], $11::int[], $12::float8[], $13::int[], $14::float8[],
+                         $15::float8[], $16::float8[], $17::float8[], $18::text[], $19::text[], $20::text[], $21::text[],
+                         $23::uuid[])
+        AS j(id, tenant, name, task, params, schedule_kind, run_at, cron, timezone, misfire_policy, catch_up_limit,
+             window_s, max_attempts, backoff_base_s, backoff_factor, backoff_max_s, timeout_s, dst_repeated,
+             dst_missing, tzdata_version, overlap, execution_id)
+), job AS (
     INSERT INTO jobs (id, tenant, name, task, params, schedule_kind, run_at, cron, timezone,
                       misfire_policy, catch_up_limit, window_s, max_attempts, backoff_base_s,
-                      backoff_factor, backoff_max_s, timeout_s, dst_repeated, dst_missing, tzdata_version, overlap)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
-    RETURNING *
+                      backoff_factor, backoff_max_s, timeout_s, dst_repeated, dst_missing, tzdata_version, overlap,
+                      created_at, updated_at)
+    SELECT j.id, j.tenant, j.name, j.task, j.params::jsonb, j.schedule_kind, j.run_at, j.cron, j.timezone,
+           j.misfire_policy, j.catch_up_limit, j.window_s, j.max_attempts, j.backoff_base_s,
+           j.backoff_factor, j.backoff_max_s, j.timeout_s, j.dst_repeated, j.dst_missing, j.tzdata_version, j.overlap,
+           $22, $22
+    FROM j
 ), execution AS (
     INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enqueued_at)
-    SELECT $22, job.id, job.tenant, job.run_at, job.run_at,
-           CASE WHEN job.run_at <= clock_timestamp() + make_interval(secs => $23) THEN 'queued' ELSE 'pending' END,
-           CASE WHEN job.run_at <= clock_timestamp() + make_interval(secs => $23) THEN clock_timestamp() END
-    FROM job
-    RETURNING status, enqueued_at, created_at
+    SELECT j.execution_id, j.id, j.tenant, j.run_at, j.run_at,
+           CASE WHEN $25 AND j.run_at <= clock_timestamp() + make_interval(secs => $24) THEN 'queued' ELSE 'pending' END,
+           CASE WHEN $25 AND j.run_at <= clock_timestamp() + make_interval(secs => $24) THEN clock_timestamp() END
+    FROM j WHERE j.execution_id IS NOT NULL
+    RETURNING id, status
 )
-SELECT job.*, execution.status AS execution_status, execution.enqueued_at AS execution_enqueued_at,
-       execution.created_at AS execution_created_at
-FROM job, execution;
+SELECT coalesce(array_agg(id) FILTER (WHERE status = 'pending'), '{}') AS pending FROM execution;
+

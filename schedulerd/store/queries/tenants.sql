@@ -47,23 +47,6 @@ DELETE FROM idempotency_keys k USING expired e
 WHERE k.tenant = e.tenant AND k.key = e.key
   AND k.created_at <= clock_timestamp() - make_interval(secs => $1);
 
--- name: idempotency_get
--- The recorded first result of tenant $1's create with key $2, if younger than $3 seconds.
-SELECT request_hash, job_id, response FROM idempotency_keys
-WHERE tenant = $1 AND key = $2 AND created_at > clock_timestamp() - make_interval(secs => $3);
-
--- name: idempotency_insert
--- Record a create's key ($2), request hash, job and response for tenant $1; an entry older than
--- $6 seconds is replaced. Returns nothing when a live entry holds the key (a concurrent
--- duplicate waits here on the key's row lock until the first commits).
-INSERT INTO idempotency_keys (tenant, key, request_hash, job_id, response)
-VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (tenant, key) DO UPDATE
-    SET request_hash = excluded.request_hash, job_id = excluded.job_id, response = excluded.response,
-        created_at = clock_timestamp()
-    WHERE idempotency_keys.created_at <= clock_timestamp() - make_interval(secs => $6)
-RETURNING key;
-
 -- name: idempotency_claim_many
 -- Take idempotency keys for new jobs: (tenant, key, request hash, job, response JSON text) per
 -- row. A key held by a live entry (younger than $6 s) is not taken; an older one is replaced.

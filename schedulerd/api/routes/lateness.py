@@ -1,6 +1,6 @@
 """The tenant endpoints about lateness: late and missed occurrences, "why didn't job X run at T?", and the
 known future load. Scoped to the caller's tenant like every /v1 route; another tenant's job is
-"not found". Included before routes.py's router, so /v1/executions/late is not read as an id."""
+"not found". Included before the executions router, so /v1/executions/late is not read as an id."""
 
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
