@@ -33,6 +33,20 @@ class NotFoundError(SchedulerdError):
     """No such job or execution (or it belongs to another tenant)."""
 
 
+class ConflictError(SchedulerdError):
+    """The request cannot be applied to the object as it is (e.g. a deleted job); `field` names
+    the input that conflicts."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class StaleVersionError(ConflictError):
+    """The job is not at the version the request expected (If-Match): it was edited meanwhile."""
+
+
 class SchemaError(SchedulerdError):
     """The database lacks migrations this code needs (run `schedulerd migrate`, or start the daemon)."""
 

@@ -1,7 +1,8 @@
 """The public fields of a job, once: each one's name in JobSpec, as a Python argument (Client.enqueue,
-JobRequest), in the API body, as a `schedulerd job create` flag, and its one-line doc. The doors
-derive their refusal maps, flags and descriptions from FIELDS. Pure data: no I/O, no imports of
-schedulerd.
+JobRequest), in the API body, as a `schedulerd job create` flag, its one-line doc, and whether an
+edit may change it. The doors derive their refusal maps, flags and descriptions from FIELDS (the
+edit's too: PATCH /v1/jobs/{id}, Client.update_job, `job update`). Pure data: no I/O, no imports
+of schedulerd.
 """
 
 from __future__ import annotations
@@ -20,44 +21,45 @@ class JobField:
     flag_note: str = ""  # appended to doc in the flag's help: how the flag's text is written
     choices: tuple[str, ...] = ()  # the values it takes, when it is one of a few
     refused_as: str | None = None  # the name jobs.validate gives it in a refusal, when not `spec`
+    editable: bool = False  # changed in place by an edit (Jobs.update, PATCH /v1/jobs/{id}, `job update`)
 
 
 # In `job create --help` order (the flags are added in this order).
 FIELDS: tuple[JobField, ...] = (
     JobField("task", "task", "task", "--task", "a registered task type (GET /v1/tasks)",
              flag_note="; required unless --from-file"),
-    JobField("params", "params", "params", "--params", "JSON object passed to the handler"),
-    JobField("run_at", "at", "run_at", "--at", "ISO 8601 instant with a UTC offset, e.g. 2026-12-01T09:00:00Z"),
+    JobField("params", "params", "params", "--params", "JSON object passed to the handler", editable=True),
+    JobField("run_at", "at", "run_at", "--at", "ISO 8601 instant with a UTC offset, e.g. 2026-12-01T09:00:00Z", editable=True),
     JobField("delay_s", "in_", None, "--in", "a delay from now (Postgres's clock)", flag_note=", e.g. 30s, 5m, 1h30m",
              refused_as="in"),
     JobField("cron", "cron", "cron", "--cron", "5-field cron expression (Quartz's L, W, #, ? accepted in the day fields), "
-             "@hourly, @daily, ..., or an interval from the job's creation: @every 5m"),
-    JobField("timezone", "tz", "timezone", "--tz", "IANA time zone the cron expression is read in (default UTC)"),
+             "@hourly, @daily, ..., or an interval from the job's creation: @every 5m", editable=True),
+    JobField("timezone", "tz", "timezone", "--tz", "IANA time zone the cron expression is read in (default UTC)", editable=True),
     JobField("misfire_policy", "misfire", "misfire.policy", "--misfire",
-             "what happens to occurrences missed while the scheduler was down", choices=("skip", "run_once", "catch_up")),
+             "what happens to occurrences missed while the scheduler was down", choices=("skip", "run_once", "catch_up"), editable=True),
     JobField("catch_up_limit", "catch_up_limit", "misfire.catch_up_limit", "--catch-up-limit",
-             "most missed runs replayed by catch_up"),
+             "most missed runs replayed by catch_up", editable=True),
     JobField("window_s", "window", "window_s", "--window", "smear each run by a stable offset within this window",
-             flag_note=", e.g. 5m", refused_as="window"),
+             flag_note=", e.g. 5m", refused_as="window", editable=True),
     JobField("dst_repeated", "dst_repeated", "dst_repeated", "--dst-repeated",
              "a wall time that happens twice (fall back): run at its first pass or at both "
-             "(default: the DST rule, first for fixed times, both for a cadence)", choices=("first", "both")),
+             "(default: the DST rule, first for fixed times, both for a cadence)", choices=("first", "both"), editable=True),
     JobField("dst_missing", "dst_missing", "dst_missing", "--dst-missing",
              "a wall time that does not exist (spring forward): run at the end of the gap or skip it "
-             "(default: the DST rule, shift for fixed times, skip for a cadence)", choices=("shift", "skip")),
+             "(default: the DST rule, shift for fixed times, skip for a cadence)", choices=("shift", "skip"), editable=True),
     JobField("overlap", "overlap", "overlap", "--overlap",
              "an occurrence due while the job's previous execution still runs: start anyway (allow), skip it, "
              "start it when that one ends (buffer_one; at most one waits), or ask that one to stop and then "
-             "start (cancel_other)", choices=("allow", "skip", "buffer_one", "cancel_other")),
+             "start (cancel_other)", choices=("allow", "skip", "buffer_one", "cancel_other"), editable=True),
     JobField("tenant", "tenant", None, "--tenant", "the tenant the job belongs to (the API takes the token's)"),
-    JobField("name", "name", "name", "--name", "a name for people, shown with the job"),
+    JobField("name", "name", "name", "--name", "a name for people, shown with the job", editable=True),
     JobField("max_attempts", "max_attempts", "retry.max_attempts", "--max-attempts",
-             "attempts before the execution is failed (default [jobs].max_attempts)"),
+             "attempts before the execution is failed (default [jobs].max_attempts)", editable=True),
     JobField("timeout_s", "timeout", "timeout_s", "--timeout", "handler timeout (default [jobs].timeout_s)",
-             flag_note=", e.g. 30s"),
-    JobField("backoff_base_s", "backoff_base_s", "retry.backoff_base_s", None, "delay cap before attempt 2"),
-    JobField("backoff_factor", "backoff_factor", "retry.backoff_factor", None, "the cap grows by this factor per attempt"),
-    JobField("backoff_max_s", "backoff_max_s", "retry.backoff_max_s", None, "largest delay cap"),
+             flag_note=", e.g. 30s", editable=True),
+    JobField("backoff_base_s", "backoff_base_s", "retry.backoff_base_s", None, "delay cap before attempt 2", editable=True),
+    JobField("backoff_factor", "backoff_factor", "retry.backoff_factor", None, "the cap grows by this factor per attempt", editable=True),
+    JobField("backoff_max_s", "backoff_max_s", "retry.backoff_max_s", None, "largest delay cap", editable=True),
     JobField("idempotency_key", "idempotency_key", "idempotency_key", None,
              "repeat this create safely: the same key (per tenant) returns the first result"),
 )  # fmt: skip
@@ -77,6 +79,9 @@ def renamed(column: str) -> dict[str, str]:
             if refused is not None and refused != name:
                 names[refused] = name
     return names
+
+
+EDITABLE: tuple[JobField, ...] = tuple(f for f in FIELDS if f.editable)
 
 
 def doc(spec: str) -> str:

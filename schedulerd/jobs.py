@@ -1,6 +1,6 @@
 """Jobs: what a definition may be (validate, used by every create through intake.Intake), and
-steering a recorded one: pause (with a note), resume, delete, trigger, backfill, get. Used by the
-CLI and the API.
+steering a recorded one: pause (with a note), resume, delete, trigger, backfill, edit in place
+(update), get. Used by the CLI, the API and the client.
 
 Order of writes: the Postgres transaction commits before the ZADD. If the ZADD fails the
 executions are still recorded; the sweeper puts the queued ones into Redis within its grace.
@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Collection
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Collection, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -27,11 +27,14 @@ from schedulerd.config import MAX_CATCH_UP_LIMIT, Config
 from schedulerd.core.backfill import check_range, plan_backfill
 from schedulerd.core.durations import shifted, text_problem
 from schedulerd.core.ids import execution_id
+from schedulerd.core.labels import check_labels
 from schedulerd.core.late import LateReason
+from schedulerd.core.materialise import plan
 from schedulerd.core.misfire import MisfirePolicy
 from schedulerd.core.overlap import OverlapPolicy
 from schedulerd.core.schedule import DST_MISSING, DST_REPEATED, CronSchedule, Run, ScheduleError, schedule_of, smear_offset_s
-from schedulerd.errors import NotFoundError, UnknownTaskError, ValidationError
+from schedulerd.errors import ConflictError, NotFoundError, StaleVersionError, UnknownTaskError, ValidationError
+from schedulerd.job_fields import EDITABLE
 from schedulerd.materialising import materialise_jobs
 from schedulerd.models import Enqueue, Execution, ExecutionStatus, Job
 from schedulerd.queue import DelayQueue
@@ -279,6 +282,85 @@ def labelled_next_runs(job: Job, after: datetime, count: int) -> list[Run]:
     return [Run(shifted(r.at, offset), r.labels, r.note) for r in schedule_of(job).labelled_runs(after, count)]
 
 
+EDITABLE_FIELDS = frozenset(f.spec for f in EDITABLE) | {"labels"}
+DIFF_RUNS = 10  # next runs of the old and the new schedule an edit compares
+# An edit's answer as recorded with its idempotency key: given the transaction and the edit,
+# returns the answer an earlier request with that key recorded (replay it), or None (key taken).
+KeyClaim = Callable[[Store, "Edit"], Awaitable[dict[str, Any] | None]]
+
+
+def spec_of(job: Job) -> JobSpec:
+    """The JobSpec a recorded job answers to: what an edit merges its changes into."""
+    one_off = job.schedule_kind != "cron"
+    return JobSpec(
+        task=job.task, tenant=job.tenant, params=job.params, run_at=job.run_at if one_off else None,
+        cron=None if one_off else job.cron, timezone=job.timezone, misfire_policy=job.misfire_policy,
+        catch_up_limit=job.catch_up_limit, window_s=job.window_s, name=job.name, max_attempts=job.max_attempts,
+        timeout_s=job.timeout_s, backoff_base_s=job.backoff_base_s, backoff_factor=job.backoff_factor,
+        backoff_max_s=job.backoff_max_s, dst_repeated=job.dst_repeated, dst_missing=job.dst_missing, overlap=job.overlap,
+    )  # fmt: skip
+
+
+def _check_changes(job: Job, changes: Mapping[str, Any]) -> None:
+    """Only editable fields, and never the schedule's kind: a cron job stays a cron job."""
+    for name, value in changes.items():
+        if name == "task":
+            raise ValidationError("task", "cannot be edited: a job keeps its task type (create a new job for another)")
+        if name not in EDITABLE_FIELDS:
+            raise ValidationError(name, "cannot be edited")
+        if name == "cron" and (job.schedule_kind != "cron" or value is None):
+            raise ValidationError("cron", "cannot turn a one-off job into a cron job or back; create a new job instead")
+        if name == "run_at" and job.schedule_kind == "cron":
+            raise ValidationError("run_at", "cannot turn a cron job into a one-off job; create a new job instead")
+
+
+def _check_changes_types(changes: Mapping[str, Any]) -> None:
+    if not isinstance(changes, Mapping) or not all(isinstance(k, str) for k in changes):
+        raise ValidationError("changes", "must map field names to values")
+    if not changes:
+        raise ValidationError("changes", "name at least one field to change")
+
+
+def _runs(job: Job, now: datetime) -> list[Run]:
+    """The job's next DIFF_RUNS nominal runs (UTC, labelled), the instants an edit compares."""
+    if job.schedule_kind != "cron" or job.cron is None:
+        return [Run(job.run_at, (), None)] if job.run_at and job.run_at > now else []
+    return schedule_of(job).labelled_runs(now, DIFF_RUNS)
+
+
+@dataclass(frozen=True)
+class Edit:
+    """What an edit did (or, dry_run, would do): the job after it, and its next runs compared with
+    those before it by UTC instant: removed (the old spec's only), kept (both), added (the new
+    spec's only), up to the earlier of the two lists' last instants. `cancelled` / `written` count
+    the executions it cancelled and wrote. `replayed`: the answer an earlier request with the same
+    idempotency key recorded (nothing was written)."""
+
+    job: Job
+    removed: list[Run]
+    kept: list[Run]
+    added: list[Run]
+    cancelled: int
+    written: int
+    dry_run: bool
+    replayed: dict[str, Any] | None = None
+
+
+def _diff(before: list[Run], after: list[Run]) -> tuple[list[Run], list[Run], list[Run]]:
+    if before and after and len(before) == DIFF_RUNS and len(after) == DIFF_RUNS:
+        cut = min(before[-1].at, after[-1].at)
+    elif before and len(before) == DIFF_RUNS:
+        cut = before[-1].at
+    elif after and len(after) == DIFF_RUNS:
+        cut = after[-1].at
+    else:
+        cut = None
+    before = [r for r in before if cut is None or r.at <= cut]
+    after = [r for r in after if cut is None or r.at <= cut]
+    old, new = {r.at for r in before}, {r.at for r in after}
+    return [r for r in before if r.at not in new], [r for r in after if r.at in old], [r for r in after if r.at not in old]
+
+
 @dataclass(frozen=True)
 class Backfill:
     """What a backfill did: the executions it created, and the occurrences of the range that a
@@ -384,6 +466,110 @@ class Jobs:
             )
         await self._enqueue(queued([execution]))
         return execution
+
+    async def update(
+        self, job_id: UUID, changes: Mapping[str, Any], tenant: str | None = None, *, dry_run: bool = False,
+        if_version: int | None = None, claim: KeyClaim | None = None,
+    ) -> Edit:  # fmt: skip
+        """Edit a job in place, in one transaction holding its row FOR UPDATE (the materialiser,
+        pause, trigger and another edit wait; two edits serialise, the second sees the first).
+        `changes` maps JobSpec field names (job_fields.EDITABLE, and labels) to new values; the
+        merged spec passes the create path's validate, or nothing is written. The version rises by
+        one. Of the written occurrences that never started, those the new spec does not produce are
+        cancelled (reason edited), those it produces at the same UTC instant keep their row (new
+        due time and version); the new spec's occurrences up to the materialiser's horizon are
+        written. A running execution, a retry waiting for its next attempt and an occurrence
+        already due are left as they are (each attempt reads the job's params when it starts).
+        `if_version`: refuse (StaleVersionError) unless the job is at that version. dry_run:
+        the same answer, nothing written. `claim`: the idempotency key's (intake.key_claim)."""
+        _check_changes_types(changes)
+        async with self.store.transaction() as tx:
+            job = await tx.job_lock_for_edit(job_id)
+            if job is None or (tenant is not None and job.tenant != tenant):
+                raise NotFoundError(f"job {job_id} not found")
+            if job.deleted_at is not None:
+                raise ConflictError("job_id", f"job {job_id} is deleted; it can no longer be edited")
+            if if_version is not None and if_version != job.version:
+                raise StaleVersionError("version", f"job {job_id} is at version {job.version}, not {if_version}: "
+                                        "it was edited meanwhile; read it again")  # fmt: skip
+            _check_changes(job, changes)
+            now = await tx.clock_now()
+            labels = check_labels(changes["labels"]) if "labels" in changes else None
+            spec = replace(spec_of(job), **{k: v for k, v in changes.items() if k != "labels"})
+            values = validate(spec, self.config, now, known_tasks={job.task})
+            after = replace(
+                job, name=values["name"], params=values["params"], schedule_kind=values["schedule_kind"],
+                run_at=values["run_at"], cron=values["cron"], timezone=values["timezone"],
+                misfire_policy=values["misfire_policy"], catch_up_limit=values["catch_up_limit"],
+                window_s=values["window_s"], max_attempts=values["max_attempts"], backoff_base_s=values["backoff_base_s"],
+                backoff_factor=values["backoff_factor"], backoff_max_s=values["backoff_max_s"],
+                timeout_s=values["timeout_s"], dst_repeated=values["dst_repeated"], dst_missing=values["dst_missing"],
+                overlap=values["overlap"], labels=job.labels if labels is None else labels, version=job.version + 1,
+            )  # fmt: skip
+            removed, kept, added = _diff(_runs(job, now), _runs(after, now))
+            edits, inserts, cursor = await self._occurrences(tx, job, after, now)
+            cancelled = sum(1 for e in edits if e[2] == "cancel")
+            edit = Edit(after, removed, kept, added, cancelled, len(inserts), dry_run)
+            if dry_run:
+                return edit
+            if claim is not None:
+                earlier = await claim(tx, edit)
+                if earlier is not None:
+                    return replace(edit, replayed=earlier)
+            written = await tx.job_update(job.id, values, labels, cursor, tzdb.installed_version() if inserts else None)
+            assert written is not None  # locked and not deleted
+            horizon_s = self.config.dispatcher.horizon_s
+            changed = await tx.execution_edit_many(edits, written.version, horizon_s) if edits else []
+            created = await tx.execution_insert_many(inserts, horizon_s) if inserts else []
+        # Scores replaced: a kept row's due time moves with a new smearing window.
+        await enqueue_committed(self.queue, queued(changed + created), "jobs.enqueue_failed", only_new=False)
+        log.info("jobs.edited", job_id=str(job.id), tenant=job.tenant, version=written.version, fields=sorted(changes),
+                 cancelled=cancelled, written=len(created))  # fmt: skip
+        return replace(edit, job=written, written=len(created))
+
+    async def _occurrences(
+        self, tx: Store, job: Job, after: Job, now: datetime
+    ) -> tuple[list[tuple[UUID, datetime, str, datetime]], list[tuple[UUID, UUID, str, datetime, datetime]], datetime | None]:
+        """The edit's row changes: (id, scheduled_for, action, due_at) for execution_edit_many, the
+        occurrences to insert, and the job's new cursor. Locks the movable rows it judges."""
+        config = self.config.materialiser
+        if after.schedule_kind == "cron":
+            step = plan(schedule_of(after), str(after.id), after.window_s, None, now, horizon_s=config.horizon_s,
+                        lookback_s=config.lookback_s, max_occurrences=config.max_occurrences_per_job)  # fmt: skip
+            expected = {t: due for t, due in step.occurrences}
+            # Rows the old spec wrote past the new cursor are judged too: the materialiser never
+            # writes behind its cursor, so a slot left there would never be given back.
+            cursor = step.cursor
+            if job.materialised_to is not None and job.materialised_to > cursor:
+                offset = timedelta(seconds=smear_offset_s(str(after.id), after.window_s))
+                expected.update((t, shifted(t, offset)) for t in schedule_of(after).occurrences(cursor, job.materialised_to))
+                cursor = job.materialised_to
+            rows = await tx.execution_edit_lock(job.id, now)
+        else:
+            assert after.run_at is not None
+            expected, cursor = {after.run_at: after.run_at}, job.materialised_to
+            rows = await tx.execution_edit_lock(job.id, EARLIEST_RUN_AT - timedelta(days=1))
+            started = [r for r in rows if not r["movable"] and r["status"] != ExecutionStatus.CANCELLED]
+            if started and after.run_at != job.run_at:
+                raise ValidationError("run_at", "the job's run has already started; create a new job to run it again")
+        edits: list[tuple[UUID, datetime, str, datetime]] = []
+        for r in rows:
+            at, movable, due = r["scheduled_for"], r["movable"], expected.get(r["scheduled_for"])
+            if not movable:
+                continue
+            if r["status"] != ExecutionStatus.CANCELLED:
+                edits.append((r["id"], at, "cancel", at) if due is None else (r["id"], at, "keep", due))
+            elif not job.enabled:  # a resume revives the slots cancelled as paused: those the new spec produces
+                action = "paused" if due is not None else "edited"
+                if action != r["reason"]:
+                    edits.append((r["id"], at, action, at))
+            elif due is not None:
+                edits.append((r["id"], at, "revive", due))
+        written = {r["scheduled_for"] for r in rows}
+        inserts = [] if not job.enabled else [
+            (execution_id(t), job.id, job.tenant, t, due) for t, due in sorted(expected.items()) if t not in written
+        ]  # fmt: skip
+        return edits, inserts, cursor
 
     async def _held(self, tx: Store, job_id: UUID, tenant: str | None, doing: str) -> Job:
         """The job, locked in `tx` against pause, resume and delete; refused when deleted or paused."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import enum
 import functools
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Self
 from uuid import UUID
@@ -75,6 +75,8 @@ class Job(_Row):
     dst_repeated: str | None  # first | both; None: the DST rule (README "The DST rule")
     dst_missing: str | None  # shift | skip; None: the DST rule
     tzdata_version: str | None  # tz database that resolved its written occurrences ('mixed': several)
+    version: int = 1  # rises by one at every edit (Jobs.update)
+    labels: dict[str, str] = field(default_factory=dict)  # {key: value} a tenant selects jobs by
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,7 @@ class Execution(_Row):
     redrives: int  # times it was redriven after failing (each gave it a new attempt budget)
     late_reason: str | None  # why it did not start within its grace (core/late.py LateReason), if it did not
     cancel_requested_at: datetime | None  # overlap cancel_other asked the running attempt to stop
+    job_version: int | None = None  # the job's version that wrote (or an edit kept) it; None: before versions, 1
 
 
 @dataclass(frozen=True)

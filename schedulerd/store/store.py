@@ -180,6 +180,25 @@ class Store:
         row = await self.db.fetchrow(QUERIES["job_lock_shared"], job_id)
         return Job.from_row(row) if row else None
 
+    async def job_lock_for_edit(self, job_id: UUID) -> Job | None:
+        """Inside a transaction: the job (deleted ones too), locked FOR UPDATE until the commit."""
+        row = await self.db.fetchrow(QUERIES["job_lock_for_edit"], job_id)
+        return Job.from_row(row) if row else None
+
+    async def job_update(
+        self, job_id: UUID, values: dict[str, Any], labels: dict[str, str] | None, cursor: datetime | None,
+        tzdata_version: str | None,
+    ) -> Job | None:  # fmt: skip
+        """Write an edited definition (`values` as jobs.validate returns them), one version up."""
+        v = values
+        row = await self.db.fetchrow(
+            QUERIES["job_update"], job_id, v["name"], v["params_json"], v["schedule_kind"], v["run_at"], v["cron"],
+            v["timezone"], v["misfire_policy"], v["catch_up_limit"], v["window_s"], v["max_attempts"],
+            v["backoff_base_s"], v["backoff_factor"], v["backoff_max_s"], v["timeout_s"], v["dst_repeated"],
+            v["dst_missing"], v["overlap"], None if labels is None else json.dumps(labels), cursor, tzdata_version,
+        )  # fmt: skip
+        return Job.from_row(row) if row else None
+
     async def job_set_enabled(
         self, job_id: UUID, enabled: bool, cursor: datetime, note: str | None = None, by: str | None = None
     ) -> Job | None:
@@ -222,6 +241,20 @@ class Store:
         after commit)."""
         columns = list(zip(*occurrences)) if occurrences else [[], [], [], [], []]
         rows = await self.db.fetch(QUERIES["execution_insert_many"], *columns, horizon_s, origin)
+        return [Execution.from_row(r) for r in rows]
+
+    async def execution_edit_lock(self, job_id: UUID, after: datetime) -> list[Any]:
+        """(id, scheduled_for, status, reason, movable) of the job's scheduled occurrences after
+        `after`, the movable ones locked until the transaction ends. Inside a transaction."""
+        return await self.db.fetch(QUERIES["execution_edit_lock"], job_id, after)
+
+    async def execution_edit_many(
+        self, edits: Sequence[tuple[UUID, datetime, str, datetime]], version: int, horizon_s: float
+    ) -> list[Execution]:
+        """Apply (id, scheduled_for, action, due_at) edits to rows execution_edit_lock locked;
+        returns the rows kept or revived (ZADD the queued ones after commit)."""
+        columns = [list(c) for c in zip(*edits)] if edits else [[], [], [], []]
+        rows = await self.db.fetch(QUERIES["execution_edit_many"], *columns, version, horizon_s)
         return [Execution.from_row(r) for r in rows]
 
     async def execution_cancel_for_job(self, job_id: UUID, reason: str) -> int:

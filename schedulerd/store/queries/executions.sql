@@ -6,12 +6,15 @@
 -- | backfill); those due inside the dispatch horizon ($6 seconds) are queued at once. Duplicate
 -- slots (job, instant, origin) are ignored, so materialising twice (or on two replicas) never
 -- makes a second execution of one occurrence, and a backfill never takes a scheduled run's slot.
-INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enqueued_at, origin)
+-- Each records its job's version as this transaction sees it (job_version), so every insert path
+-- (materialise, trigger, backfill, edit, tz recompute) says which spec wrote the row.
+INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enqueued_at, origin, job_version)
 SELECT o.id, o.job_id, o.tenant, o.scheduled_for, o.due_at,
        CASE WHEN o.due_at <= clock_timestamp() + make_interval(secs => $6) THEN 'queued' ELSE 'pending' END,
-       CASE WHEN o.due_at <= clock_timestamp() + make_interval(secs => $6) THEN clock_timestamp() END, $7
+       CASE WHEN o.due_at <= clock_timestamp() + make_interval(secs => $6) THEN clock_timestamp() END, $7, j.version
 FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[], $5::timestamptz[])
      AS o(id, job_id, tenant, scheduled_for, due_at)
+LEFT JOIN jobs j ON j.id = o.job_id
 ON CONFLICT (job_id, scheduled_for, origin) DO NOTHING
 RETURNING *;
 
@@ -27,6 +30,64 @@ UPDATE executions e SET status = 'cancelled', reason = $2, finished_at = clock_t
 FROM locked l
 WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
 RETURNING e.id;
+
+-- name: execution_edit_lock
+-- A job's occurrences of origin scheduled after $2, by time, for an edit to judge (Jobs.update).
+-- movable: never started (a first attempt, pending or queued, plain, parked by a tenant cap or
+-- breaker, or replayed late; or cancelled by a pause or an earlier edit, which may be given back),
+-- and locked in id order until the edit's transaction ends, so a racing claim waits and then finds
+-- the row cancelled or kept. The others (started, running, a retry, final, waiting on an overlap)
+-- are fixed: read without a lock; a row claimed between this statement's snapshot and its lock
+-- fails the re-check and is fixed. MATERIALIZED: the lock is taken on every movable row.
+WITH future AS (
+    SELECT e.id, e.scheduled_for, e.status, e.reason FROM executions e
+    WHERE e.job_id = $1 AND e.scheduled_for > $2 AND e.origin = 'scheduled'
+), locked AS MATERIALIZED (
+    SELECT e.id FROM executions e JOIN future f ON e.id = f.id AND e.scheduled_for = f.scheduled_for
+    WHERE e.attempt = 0 AND e.first_started_at IS NULL
+      AND (e.status IN ('pending', 'queued') AND (e.reason IS NULL OR e.reason IN ('task_limit', 'breaker_open', 'late_replay'))
+           OR e.status = 'cancelled' AND e.reason IN ('paused', 'edited'))
+    ORDER BY e.id FOR NO KEY UPDATE OF e
+)
+SELECT f.id, f.scheduled_for, f.status, f.reason, l.id IS NOT NULL AS movable
+FROM future f LEFT JOIN locked l ON l.id = f.id
+ORDER BY f.scheduled_for;
+
+-- name: execution_edit_many
+-- Apply an edit to occurrences execution_edit_lock locked in this transaction: (id $1,
+-- scheduled_for $2, action $3, due_at $4). cancel: an unstarted one the new spec does not produce
+-- (reason edited). keep: one it produces at the same instant keeps its row (id), takes its due
+-- time ($4: the new smearing) and version $5. revive: a slot a pause or an earlier edit cancelled
+-- that the new spec produces again, given back (pending, or queued inside the dispatch horizon
+-- $6 s). paused / edited: a cancelled slot re-labelled, so a resume revives exactly what the new
+-- spec produces. Rows in id order. Returns the rows kept or revived.
+WITH locked AS (
+    SELECT e.id, e.scheduled_for, d.action, d.due_at FROM executions e
+    JOIN unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::timestamptz[]) AS d(id, scheduled_for, action, due_at)
+      ON e.id = d.id AND e.scheduled_for = d.scheduled_for
+    WHERE CASE WHEN d.action IN ('cancel', 'keep') THEN e.status IN ('pending', 'queued') ELSE e.status = 'cancelled' END
+    ORDER BY e.id FOR NO KEY UPDATE OF e
+), edited AS (
+    UPDATE executions e SET
+        status = CASE l.action WHEN 'cancel' THEN 'cancelled'
+                     WHEN 'keep' THEN CASE WHEN e.status = 'queued' OR l.due_at <= clock_timestamp() + make_interval(secs => $6)
+                                           THEN 'queued' ELSE 'pending' END
+                     WHEN 'revive' THEN CASE WHEN l.due_at <= clock_timestamp() + make_interval(secs => $6)
+                                             THEN 'queued' ELSE 'pending' END
+                     ELSE e.status END,
+        enqueued_at = CASE WHEN l.action IN ('keep', 'revive') AND l.due_at <= clock_timestamp() + make_interval(secs => $6)
+                           THEN coalesce(CASE WHEN l.action = 'keep' THEN e.enqueued_at END, clock_timestamp())
+                           WHEN l.action = 'revive' THEN NULL ELSE e.enqueued_at END,
+        due_at = CASE WHEN l.action IN ('keep', 'revive') THEN l.due_at ELSE e.due_at END,
+        job_version = CASE WHEN l.action IN ('keep', 'revive') THEN $5 ELSE e.job_version END,
+        reason = CASE l.action WHEN 'cancel' THEN 'edited' WHEN 'revive' THEN NULL WHEN 'keep' THEN e.reason ELSE l.action END,
+        finished_at = CASE l.action WHEN 'cancel' THEN clock_timestamp() WHEN 'revive' THEN NULL ELSE e.finished_at END,
+        late_reason = CASE WHEN l.action = 'revive' THEN NULL ELSE e.late_reason END
+    FROM locked l
+    WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
+    RETURNING e.*, l.action
+)
+SELECT * FROM edited WHERE action IN ('keep', 'revive');
 
 -- name: execution_revive_for_job
 -- On resume, give back the future slots a pause cancelled (their unique slot would otherwise

@@ -22,6 +22,25 @@ SELECT * FROM jobs WHERE id = $1 AND deleted_at IS NULL FOR UPDATE;
 -- each other, and a pause or delete that waited cancels what was written.
 SELECT * FROM jobs WHERE id = $1 FOR SHARE;
 
+-- name: job_lock_for_edit
+-- Lock one job (deleted ones too, so an edit can say so) for an edit: FOR UPDATE, so the
+-- materialiser (SKIP LOCKED), a pause, a trigger and another edit wait for its commit.
+SELECT * FROM jobs WHERE id = $1 FOR UPDATE;
+
+-- name: job_update
+-- Write an edited definition ($2..$19, as jobs.validate returns them; params as JSON text), one
+-- version up, with its materialiser cursor $20. $21: the tz database the edit wrote occurrences
+-- with (NULL: none written); rows of another version make it 'mixed', as job_advance_cursor_many.
+UPDATE jobs SET name = $2, params = $3::text::jsonb, schedule_kind = $4, run_at = $5, cron = $6, timezone = $7,
+       misfire_policy = $8, catch_up_limit = $9, window_s = $10, max_attempts = $11, backoff_base_s = $12,
+       backoff_factor = $13, backoff_max_s = $14, timeout_s = $15, dst_repeated = $16, dst_missing = $17,
+       overlap = $18, labels = coalesce($19::text::jsonb, labels), materialised_to = $20,
+       tzdata_version = CASE WHEN $21::text IS NULL OR tzdata_version IS NOT DISTINCT FROM $21 THEN coalesce(tzdata_version, $21)
+                             ELSE 'mixed' END,
+       version = version + 1, updated_at = clock_timestamp()
+WHERE id = $1 AND deleted_at IS NULL
+RETURNING *;
+
 -- name: job_set_enabled
 -- Pause or resume; resuming restarts the cursor at $3 (now), so a pause is never caught up.
 -- Pausing records the note ($4) and who paused ($5); resuming clears them.
@@ -113,10 +132,10 @@ WITH j AS (
            $22, $22
     FROM j
 ), execution AS (
-    INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enqueued_at)
+    INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enqueued_at, job_version)
     SELECT j.execution_id, j.id, j.tenant, j.run_at, j.run_at,
            CASE WHEN $25 AND j.run_at <= clock_timestamp() + make_interval(secs => $24) THEN 'queued' ELSE 'pending' END,
-           CASE WHEN $25 AND j.run_at <= clock_timestamp() + make_interval(secs => $24) THEN clock_timestamp() END
+           CASE WHEN $25 AND j.run_at <= clock_timestamp() + make_interval(secs => $24) THEN clock_timestamp() END, 1
     FROM j WHERE j.execution_id IS NOT NULL
     RETURNING id, status
 )
