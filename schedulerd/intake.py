@@ -1,6 +1,6 @@
 """The one way jobs are created, by every door: the Python client, POST /v1/jobs (one, with or
 without an Idempotency-Key), POST /v1/jobs/batch and `schedulerd job create` (one, or
---from-file). Validate every item against Postgres's clock and the task types live workers
+--from-file). Its idempotency keys serve an edit too (EditKey: PATCH /v1/jobs/{id}). Validate every item against Postgres's clock and the task types live workers
 reported, claim the idempotency keys first, record the jobs with their one-off executions in one
 multi-row INSERT, then ZADD the queued executions in one pipeline after the commit. One-off jobs
 without keys need no transaction: that INSERT is a single statement.
@@ -25,10 +25,10 @@ from uuid import UUID
 from schedulerd.clock import ServerClock
 from schedulerd.config import Config
 from schedulerd.core.ids import execution_id
-from schedulerd.errors import ValidationError
-from schedulerd.jobs import JobSpec, validate
+from schedulerd.errors import ConflictError, ValidationError
+from schedulerd.jobs import Edit, JobSpec, validate
 from schedulerd.materialising import materialise_jobs
-from schedulerd.models import Enqueue, ExecutionStatus, Job
+from schedulerd.models import Enqueue, ExecutionStatus, IdempotencyRecord, Job
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Connection, Store
 from schedulerd.task_types import TaskTypes
@@ -115,6 +115,51 @@ def spec_hash(spec: JobSpec) -> bytes:
     fields = asdict(spec)
     fields.pop("tenant")
     return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).digest()
+
+
+def held_answer(record: IdempotencyRecord | None, request_hash: bytes) -> dict[str, Any] | str:
+    """A key another request holds: the answer it recorded (replay it), or why not (KEY_IN_FLIGHT:
+    its transaction has not ended; KEY_REUSED: it asked something else)."""
+    if record is None:
+        return KEY_IN_FLIGHT
+    if record.request_hash != request_hash:
+        return KEY_REUSED
+    # The application's own connection has no jsonb codec: the response comes as text.
+    return json.loads(record.response) if isinstance(record.response, str) else record.response
+
+
+@dataclass(frozen=True)
+class EditKey:
+    """An edit's idempotency key (jobs.KeyClaim): the same table and claim as a create's, so a key
+    is one request's, whichever it was. `answer` builds the response a replay returns."""
+
+    tenant: str
+    key: str
+    request_hash: bytes
+    answer: Callable[[Edit], dict[str, Any]]
+    ttl_s: float
+
+    async def earlier(self, tx: Store) -> dict[str, Any] | None:
+        """The answer recorded with this key by an earlier request, or None (the key is free);
+        ConflictError when another request holds it."""
+        records = await tx.idempotency_get_many([(self.tenant, self.key)], self.ttl_s)
+        if (self.tenant, self.key) not in records:
+            return None
+        return self._judged(records[(self.tenant, self.key)])
+
+    async def take(self, tx: Store, edit: Edit) -> dict[str, Any] | None:
+        """Record this edit's answer with the key, in the edit's transaction; None when taken,
+        else the answer of the request that took it first (a concurrent one: replay it)."""
+        claim = (self.tenant, self.key, self.request_hash, edit.job.id, json.dumps(self.answer(edit)))
+        if await tx.idempotency_claim_many([claim], self.ttl_s):
+            return None
+        return self._judged((await tx.idempotency_get_many([(self.tenant, self.key)], self.ttl_s)).get((self.tenant, self.key)))
+
+    def _judged(self, record: IdempotencyRecord | None) -> dict[str, Any]:
+        answer = held_answer(record, self.request_hash)
+        if isinstance(answer, str):
+            raise ConflictError("idempotency_key", answer)
+        return answer
 
 
 def _refusal(index: int, exc: ValidationError) -> Refused:
@@ -358,13 +403,11 @@ class Intake:
         earlier = await tx.idempotency_get_many([a.key for a in held if a.key], ttl_s)
         for a in held:
             record = earlier.get(a.key) if a.key else None
-            if record is None:  # taken by a transaction that has not ended (or expired meanwhile)
-                results[a.slot] = Refused(a.index, "idempotency_key", KEY_IN_FLIGHT, "conflict")
-            elif record.request_hash != a.request_hash:
-                results[a.slot] = Refused(a.index, "idempotency_key", KEY_REUSED, "conflict")
+            response = held_answer(record, a.request_hash)
+            if isinstance(response, str):  # in flight (or expired meanwhile), or another request's
+                results[a.slot] = Refused(a.index, "idempotency_key", response, "conflict")
             else:
-                # The application's own connection has no jsonb codec: the response comes as text.
-                response = json.loads(record.response) if isinstance(record.response, str) else record.response
+                assert record is not None
                 executions = tuple(
                     EnqueuedExecution(UUID(e["id"]), datetime.fromisoformat(e["due_at"]), None)
                     for e in response.get("executions", [])

@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 import structlog
@@ -284,9 +284,16 @@ def labelled_next_runs(job: Job, after: datetime, count: int) -> list[Run]:
 
 EDITABLE_FIELDS = frozenset(f.spec for f in EDITABLE) | {"labels"}
 DIFF_RUNS = 10  # next runs of the old and the new schedule an edit compares
-# An edit's answer as recorded with its idempotency key: given the transaction and the edit,
-# returns the answer an earlier request with that key recorded (replay it), or None (key taken).
-KeyClaim = Callable[[Store, "Edit"], Awaitable[dict[str, Any] | None]]
+
+
+class KeyClaim(Protocol):
+    """An edit's idempotency key (intake.EditKey), claimed in the edit's transaction."""
+
+    async def earlier(self, tx: Store) -> dict[str, Any] | None:
+        """The answer an earlier request with this key recorded (replay it), or None."""
+
+    async def take(self, tx: Store, edit: Edit) -> dict[str, Any] | None:
+        """Record this edit's answer with the key: None when taken, else the first one's answer."""
 
 
 def spec_of(job: Job) -> JobSpec:
@@ -489,6 +496,10 @@ class Jobs:
                 raise NotFoundError(f"job {job_id} not found")
             if job.deleted_at is not None:
                 raise ConflictError("job_id", f"job {job_id} is deleted; it can no longer be edited")
+            # A replay answers before the version is judged: the first request moved it.
+            earlier = await claim.earlier(tx) if claim is not None and not dry_run else None
+            if earlier is not None:
+                return Edit(job, [], [], [], 0, 0, False, replayed=earlier)
             if if_version is not None and if_version != job.version:
                 raise StaleVersionError("version", f"job {job_id} is at version {job.version}, not {if_version}: "
                                         "it was edited meanwhile; read it again")  # fmt: skip
@@ -513,7 +524,7 @@ class Jobs:
             if dry_run:
                 return edit
             if claim is not None:
-                earlier = await claim(tx, edit)
+                earlier = await claim.take(tx, edit)
                 if earlier is not None:
                     return replace(edit, replayed=earlier)
             written = await tx.job_update(job.id, values, labels, cursor, tzdb.installed_version() if inserts else None)

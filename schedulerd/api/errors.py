@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from schedulerd.api.schemas import BODY_FIELDS, ErrorBody
-from schedulerd.errors import NotFoundError, ValidationError
+from schedulerd.errors import ConflictError, NotFoundError, ValidationError
 
 log = structlog.get_logger("schedulerd.api")
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -81,6 +81,10 @@ def install_error_handlers(app: FastAPI) -> None:
         if exc.limit:
             return error_response(ApiError(422, "limit_exceeded", exc.message, field=field, limit=exc.limit))
         return error_response(ApiError(422, "validation", exc.message, field=field))
+
+    @app.exception_handler(ConflictError)
+    async def conflict(request: Request, exc: ConflictError) -> JSONResponse:
+        return error_response(ApiError(409, "conflict", exc.message, field=BODY_FIELDS.get(exc.field, exc.field)))
 
     @app.exception_handler(NotFoundError)
     async def not_found(request: Request, exc: NotFoundError) -> JSONResponse:

@@ -11,7 +11,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from schedulerd.core.durations import parse_instant, text_problem
 from schedulerd.core.late import LateReason
-from schedulerd.job_fields import doc, renamed
+from schedulerd.job_fields import EDITABLE, doc, renamed
 from schedulerd.jobs import JobSpec
 from schedulerd.models import ExecutionStatus
 
@@ -93,6 +93,78 @@ class JobCreate(_Input):
             backoff_max_s=self.retry.backoff_max_s, dst_repeated=self.dst_repeated, dst_missing=self.dst_missing,
             overlap=self.overlap,
         )  # fmt: skip
+
+
+class RetryChange(_Input):
+    """Only the fields given change."""
+
+    max_attempts: StrictInt = Field(None, ge=1, le=100, description=doc("max_attempts"))  # type: ignore[assignment]
+    backoff_base_s: Seconds = Field(None, ge=0, le=86400, description=doc("backoff_base_s"))  # type: ignore[assignment]
+    backoff_factor: Seconds = Field(None, ge=1, le=100, description=doc("backoff_factor"))  # type: ignore[assignment]
+    backoff_max_s: Seconds = Field(None, ge=0, le=604800, description=doc("backoff_max_s"))  # type: ignore[assignment]
+
+
+class MisfireChange(_Input):
+    """Only the fields given change."""
+
+    policy: Literal["skip", "run_once", "catch_up"] = Field(None, description=doc("misfire_policy"))  # type: ignore[assignment]
+    catch_up_limit: StrictInt = Field(None, ge=0, le=1000, description=doc("catch_up_limit"))  # type: ignore[assignment]
+
+
+class JobUpdate(_Input):
+    """The fields to change (job_fields.EDITABLE, by their body path); those omitted keep their
+    value, null resets one that takes null (name, a DST override). task and the schedule's kind
+    (cron or one-off) are fixed: naming them is refused."""
+
+    task: Text | None = Field(None, description="not editable: given, it is refused")
+    params: dict[str, Any] = Field(None, description=doc("params"))  # type: ignore[assignment]
+    name: Text | None = Field(None, max_length=200, description=doc("name"))
+    run_at: Instant = Field(None, description=doc("run_at") + " (one-off jobs)")  # type: ignore[assignment]
+    cron: Text = Field(None, max_length=200, description=doc("cron") + " (cron jobs)")  # type: ignore[assignment]
+    timezone: Text = Field(None, max_length=100, description=doc("timezone"))  # type: ignore[assignment]
+    misfire: MisfireChange = Field(None)  # type: ignore[assignment]
+    window_s: Seconds = Field(None, ge=0, le=86400, description=doc("window_s"))  # type: ignore[assignment]
+    retry: RetryChange = Field(None)  # type: ignore[assignment]
+    timeout_s: Seconds = Field(None, gt=0, le=604800, description=doc("timeout_s"))  # type: ignore[assignment]
+    dst_repeated: Literal["first", "both"] | None = Field(None, description=doc("dst_repeated"))
+    dst_missing: Literal["shift", "skip"] | None = Field(None, description=doc("dst_missing"))
+    overlap: Overlap = Field(None, description=OVERLAP_HELP)  # type: ignore[assignment]
+    labels: dict[str, StrictStr] = Field(None, description="the job's labels, replaced as a whole")  # type: ignore[assignment]
+
+    def changes(self) -> dict[str, Any]:
+        """{JobSpec field: new value} of the fields given, found by each editable field's body path."""
+        given = self.model_dump(exclude_unset=True)
+        changes: dict[str, Any] = {}
+        for f in EDITABLE:
+            assert f.body is not None
+            head, _, tail = f.body.partition(".")
+            if head in given and (not tail or tail in (given[head] or {})):
+                changes[f.spec] = given[head][tail] if tail else given[head]
+        for name in ("task", "labels"):
+            if name in given:
+                changes[name] = given[name]
+        return changes
+
+
+class EditedRun(BaseModel):
+    at: datetime = Field(..., description="the occurrence's instant, UTC (before smearing)")
+    local: str = Field(..., description="the same instant in the job's zone, ISO 8601 with offset")
+    labels: list[Literal["dst_shifted", "dst_skipped_before", "dst_deduplicated", "dst_repeated"]] = Field(
+        ..., description="what DST did to this run (README: The DST rule); empty for an ordinary run")
+    note: str | None = Field(None, description="the same in words, in local time")
+
+
+class JobEdited(BaseModel):
+    """An edit's answer: the job after it and how its next runs changed, by UTC instant (up to
+    the earlier of the two schedules' 10th next run)."""
+
+    job: Job
+    dry_run: bool = Field(..., description="true: nothing was written (?dry_run=true)")
+    removed: list[EditedRun] = Field(..., description="next runs of the old spec the new one does not have")
+    kept: list[EditedRun] = Field(..., description="next runs both have (their executions keep their ids)")
+    added: list[EditedRun] = Field(..., description="next runs of the new spec the old one did not have")
+    cancelled_executions: int = Field(..., description="unstarted executions cancelled (reason edited)")
+    written_executions: int = Field(..., description="executions written for the new spec's next runs")
 
 
 IdempotencyKey = Annotated[StrictStr, Field(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")]
@@ -242,6 +314,7 @@ class Job(BaseModel):
     dst_missing: Literal["shift", "skip"] | None = Field(None, description="in force for a cron job (its choice or the DST rule)")
     tzdata_version: str | None = Field(None, description="tz database that resolved its written occurrences")
     overrun: Overrun | None = Field(None, description="cron jobs with finished runs: recent p95 duration vs interval")
+    version: int = Field(1, description="rises by one at every edit (PATCH; If-Match takes it)")
 
 
 class NextRun(BaseModel):
@@ -287,6 +360,7 @@ class Execution(BaseModel):
     origin: Literal["scheduled", "trigger", "backfill"] = Field("scheduled", description="what made this occurrence")
     redrives: int = Field(0, description="times it was redriven after failing, each with a new attempt budget")
     late_reason: LateReasonName | None = Field(None, description="why it did not start within its grace, if it did not")
+    job_version: int = Field(1, description="the job's version that wrote this occurrence (or an edit kept it for)")
 
 
 class Attempt(BaseModel):

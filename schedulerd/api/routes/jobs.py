@@ -1,5 +1,5 @@
-"""The /v1 job endpoints: create (one, or a batch), list, read, and steer (pause, resume, trigger,
-backfill, delete). Thin handlers over the Jobs and Intake services, scoped to the caller's tenant."""
+"""The /v1 job endpoints: create (one, or a batch), list, read, edit (PATCH), and steer (pause,
+resume, trigger, backfill, delete). Thin handlers over the Jobs and Intake services, scoped to the caller's tenant."""
 
 import hashlib
 import math
@@ -20,9 +20,10 @@ from schedulerd.api.errors import ERRORS, ApiError, pydantic_error
 from schedulerd.api.routes.common import PAGE_SIZE_DOC, Cursor, actor, decode_cursor, encode_cursor, own_live_job, read_job
 from schedulerd.api.services import Services
 from schedulerd.api.views import execution_view, job_view
-from schedulerd.errors import ValidationError
-from schedulerd.intake import KEY_IN_FLIGHT, Enqueued, Item, Refused
-from schedulerd.jobs import labelled_next_runs
+from schedulerd.core.schedule import Run
+from schedulerd.errors import ConflictError, StaleVersionError, ValidationError
+from schedulerd.intake import KEY_IN_FLIGHT, EditKey, Enqueued, Item, Refused
+from schedulerd.jobs import Edit, labelled_next_runs
 from schedulerd.models import Job
 from schedulerd.overrun_watch import overruns
 from schedulerd.tenants import Principal
@@ -52,6 +53,31 @@ def _body_hash(body: schemas.JobCreate) -> bytes | None:
         return hashlib.sha256(body.model_dump_json().encode()).digest()
     except (ValueError, RecursionError, PydanticSerializationError):
         return None
+
+
+def _run_view(run: Run, zone: ZoneInfo) -> dict[str, Any]:
+    return {"at": run.at.isoformat(), "local": run.at.astimezone(zone).isoformat(), "labels": list(run.labels), "note": run.note}
+
+
+def edited_view(edit: Edit) -> dict[str, Any]:
+    """PATCH /v1/jobs/{id}'s answer (schemas.JobEdited), as JSON values."""
+    job, zone = edit.job, ZoneInfo(edit.job.timezone)
+    return {
+        "job": job_view(job, job.updated_at).model_dump(mode="json"), "dry_run": edit.dry_run,
+        "removed": [_run_view(r, zone) for r in edit.removed], "kept": [_run_view(r, zone) for r in edit.kept],
+        "added": [_run_view(r, zone) for r in edit.added],
+        "cancelled_executions": edit.cancelled, "written_executions": edit.written,
+    }  # fmt: skip
+
+
+def _if_match(value: str | None) -> int | None:
+    """If-Match: the job version the edit expects, bare or as an entity tag ("3", W/"3")."""
+    if value is None:
+        return None
+    text = value.strip().removeprefix("W/").strip('"')
+    if not text.isdigit() or not 1 <= len(text) <= 9:
+        raise ApiError(422, "validation", "must be the job's version (a positive integer)", field="If-Match")
+    return int(text)
 
 
 def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> APIRouter:
@@ -162,6 +188,36 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
         zone = ZoneInfo(job.timezone)
         return {"items": [{"at": r.at, "local": r.at.astimezone(zone).isoformat(), "labels": list(r.labels), "note": r.note}
                           for r in labelled_next_runs(job, datetime.now(UTC), count)]}  # fmt: skip
+
+    @api.patch("/jobs/{job_id}", response_model=schemas.JobEdited, tags=["jobs"],
+               summary="edit a job in place: its next runs follow the new spec (removed / kept / added)",
+               responses={409: {"model": schemas.ErrorBody, "description": "the job is deleted, or Idempotency-Key reused"},
+                          412: {"model": schemas.ErrorBody, "description": "If-Match names another version"}})  # fmt: skip
+    async def update_job(
+        job_id: UUID, body: schemas.JobUpdate, who: Caller,
+        dry_run: Annotated[bool, Query(description="answer what the edit would do; write nothing")] = False,
+        if_match: Annotated[str | None, Header(alias="If-Match", max_length=20,
+                                               description="the job version this edit expects (412 otherwise)")] = None,
+        idempotency_key: str | None = IDEMPOTENCY_KEY,
+    ) -> Any:  # fmt: skip
+        version = _if_match(if_match)
+        key = None
+        if idempotency_key is not None:
+            digest = hashlib.sha256(f"patch:{job_id}:".encode() + body.model_dump_json(exclude_unset=True).encode()).digest()
+            key = EditKey(who.tenant, idempotency_key, digest, edited_view, config.api.idempotency_ttl_s)
+        try:
+            edit = await jobs.update(job_id, body.changes(), who.tenant, dry_run=dry_run, if_version=version, claim=key)
+        except StaleVersionError as exc:
+            raise ApiError(412, "precondition_failed", exc.message, field="If-Match") from None
+        except ConflictError as exc:
+            if exc.field != "idempotency_key":
+                raise
+            message = "a request with this Idempotency-Key is in flight; retry" if exc.message == KEY_IN_FLIGHT \
+                else "this Idempotency-Key was used with a different request body"  # fmt: skip
+            raise ApiError(409, "conflict", message, field="Idempotency-Key") from None
+        if edit.replayed is not None:
+            return JSONResponse(edit.replayed, headers={"Idempotent-Replayed": "true"})
+        return JSONResponse(edited_view(edit))
 
     @api.post("/jobs/{job_id}/pause", response_model=schemas.JobChanged, tags=["jobs"],
               summary="stop a job; its unstarted executions are cancelled")  # fmt: skip
