@@ -368,6 +368,14 @@ def _diff(before: list[Run], after: list[Run]) -> tuple[list[Run], list[Run], li
     return [r for r in before if r.at not in new], [r for r in after if r.at in old], [r for r in after if r.at not in old]
 
 
+class _Replayed(Exception):
+    """Raised inside an edit's transaction to roll it back: its key's answer is another request's."""
+
+    def __init__(self, answer: dict[str, Any]) -> None:
+        super().__init__("replayed")
+        self.answer = answer
+
+
 @dataclass(frozen=True)
 class Backfill:
     """What a backfill did: the executions it created, and the occurrences of the range that a
@@ -490,6 +498,16 @@ class Jobs:
         `if_version`: refuse (StaleVersionError) unless the job is at that version. dry_run:
         the same answer, nothing written. `claim`: the idempotency key's (intake.key_claim)."""
         _check_changes_types(changes)
+        try:
+            return await self._update(job_id, changes, tenant, dry_run, if_version, claim)
+        except _Replayed as replayed:
+            job = await self.get(job_id, tenant)
+            return Edit(job, [], [], [], 0, 0, False, replayed=replayed.answer)
+
+    async def _update(
+        self, job_id: UUID, changes: Mapping[str, Any], tenant: str | None, dry_run: bool, if_version: int | None,
+        claim: KeyClaim | None,
+    ) -> Edit:  # fmt: skip
         async with self.store.transaction() as tx:
             job = await tx.job_lock_for_edit(job_id)
             if job is None or (tenant is not None and job.tenant != tenant):
@@ -523,20 +541,20 @@ class Jobs:
             edit = Edit(after, removed, kept, added, cancelled, len(inserts), dry_run)
             if dry_run:
                 return edit
-            if claim is not None:
-                earlier = await claim.take(tx, edit)
-                if earlier is not None:
-                    return replace(edit, replayed=earlier)
             written = await tx.job_update(job.id, values, labels, cursor, tzdb.installed_version() if inserts else None)
             assert written is not None  # locked and not deleted
             horizon_s = self.config.dispatcher.horizon_s
             changed = await tx.execution_edit_many(edits, written.version, horizon_s) if edits else []
             created = await tx.execution_insert_many(inserts, horizon_s) if inserts else []
+            edit = replace(edit, job=written, written=len(created))
+            # Recorded once written, so a replay answers exactly what this request answers.
+            if claim is not None and (earlier := await claim.take(tx, edit)) is not None:
+                raise _Replayed(earlier)  # a concurrent request with this key won: roll this one back
         # Scores replaced: a kept row's due time moves with a new smearing window.
         await enqueue_committed(self.queue, queued(changed + created), "jobs.enqueue_failed", only_new=False)
         log.info("jobs.edited", job_id=str(job.id), tenant=job.tenant, version=written.version, fields=sorted(changes),
                  cancelled=cancelled, written=len(created))  # fmt: skip
-        return replace(edit, job=written, written=len(created))
+        return edit
 
     async def _occurrences(
         self, tx: Store, job: Job, after: Job, now: datetime
