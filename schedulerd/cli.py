@@ -24,7 +24,7 @@ from schedulerd import job_fields
 from schedulerd.config import Config
 from schedulerd.core.durations import parse_duration_s, parse_instant
 from schedulerd.core.late import LateReason, resolve_at
-from schedulerd.errors import ConfigError, NotFoundError, SchedulerdError, SchemaError, ValidationError
+from schedulerd.errors import ConfigError, NotFoundError, SchedulerdError, SchemaError, StaleVersionError, ValidationError
 from schedulerd.models import ExecutionStatus
 
 T = TypeVar("T")
@@ -57,7 +57,7 @@ def _ops_commands(commands: Commands) -> None:
 
 
 def _job_commands(commands: Commands) -> None:
-    """job create | list | show | pause | resume | delete | trigger | backfill | why | next."""
+    """job create | list | show | update | pause | resume | delete | trigger | backfill | why | next."""
     job = commands.add_parser("job", help="create and inspect jobs").add_subparsers(dest="job_command", required=True)
     create = job.add_parser("create", help="create a job: now, --at/--in a time, or on a --cron schedule; or many "
                             "with --from-file")
@@ -67,6 +67,8 @@ def _job_commands(commands: Commands) -> None:
     listing_jobs.add_argument("--deleted", action="store_true", help="include deleted jobs")
     listing_jobs.add_argument("--limit", type=int, default=100)
     listing_jobs.add_argument("--json", action="store_true")
+    _job_update_flags(job.add_parser("update", help="edit a job in place: its next runs follow the new spec "
+                                     "(prints which runs are removed, kept and added)"))
     for name, text in [("show", "one job"), ("pause", "stop a job; cancels its unstarted executions"),
                        ("resume", "start a paused cron job again from now"),
                        ("delete", "stop a job for good (its history stays)"), ("trigger", "run a job once now")]:
@@ -121,6 +123,24 @@ def _job_create_flags(create: argparse.ArgumentParser) -> None:
                 **_CREATE_FLAG_OPTIONS.get(field.flag, {}),
             )  # fmt: skip
     create.add_argument("--json", action="store_true")
+
+
+# `job update` flags that take a number; the others are text, read as `job create` reads them.
+_UPDATE_FLAG_TYPES: dict[str, Any] = {"--catch-up-limit": int, "--max-attempts": int}
+
+
+def _job_update_flags(update: argparse.ArgumentParser) -> None:
+    """A flag for each editable job field that has one (job_fields.EDITABLE), as `job create`'s;
+    a flag left out keeps the job's value."""
+    update.add_argument("id")
+    for field in job_fields.EDITABLE:
+        if field.flag is not None:
+            update.add_argument(field.flag, help=field.doc + field.flag_note, choices=field.choices or None,
+                                type=_UPDATE_FLAG_TYPES.get(field.flag, str))  # fmt: skip
+    update.add_argument("--plan", action="store_true", help="show what the edit would do; write nothing")
+    update.add_argument("--if-version", type=int, metavar="N", help="refuse unless the job is at version N")
+    update.add_argument("--tenant", help="only this tenant's job")
+    update.add_argument("--json", action="store_true")
 
 
 def _schedule_commands(commands: Commands) -> None:
@@ -438,6 +458,53 @@ async def _job_action(args: argparse.Namespace, config: Config) -> None:
             print(json.dumps(_jsonable(execution)) if args.json else f"execution {execution.id} queued, due {_time(execution.due_at)}")
 
 
+# How `job update` reads a flag's text into the field's value (the others are taken as typed).
+_UPDATE_READERS: dict[str, Callable[[str], Any]] = {
+    "--params": json.loads, "--at": parse_instant, "--window": parse_duration_s, "--timeout": parse_duration_s,
+}
+
+
+def _update_changes(args: argparse.Namespace) -> dict[str, Any]:
+    changes: dict[str, Any] = {}
+    for field in job_fields.EDITABLE:
+        if field.flag is None:
+            continue
+        text = getattr(args, field.flag.removeprefix("--").replace("-", "_"))
+        if text is not None:
+            reader = _UPDATE_READERS.get(field.flag)
+            changes[field.spec] = _parse(field.flag, reader, text) if reader else text
+    if not changes:
+        raise ValidationError("id", "name at least one field to change (see `schedulerd job update --help`)")
+    return changes
+
+
+async def _job_update(args: argparse.Namespace, config: Config) -> None:
+    job_id = _uuid(args.id, "id")
+    changes = _update_changes(args)
+    async with _Session(config) as jobs:
+        try:
+            edit = await jobs.update(job_id, changes, args.tenant, dry_run=args.plan, if_version=args.if_version)
+        except StaleVersionError as exc:
+            raise ValidationError("--if-version", exc.message) from None
+        except ValidationError as exc:
+            raise _create_flag_error(exc) from None
+    job = edit.job
+    runs = {"removed": edit.removed, "kept": edit.kept, "added": edit.added}
+    if args.json:
+        print(json.dumps({"job": _jsonable(job), "dry_run": edit.dry_run,
+                          **{k: [_run_view(r, job.timezone) for r in v] for k, v in runs.items()},
+                          "cancelled_executions": edit.cancelled, "written_executions": edit.written}))  # fmt: skip
+        return
+    verb = "would become" if edit.dry_run else "is now"
+    print(f"job {job.id} {verb} version {job.version}"
+          f"{' (plan only: nothing written)' if edit.dry_run else ''}; "
+          f"{_plural(edit.cancelled, 'unstarted execution')} {'would be ' if edit.dry_run else ''}cancelled, "
+          f"{_plural(edit.written, 'execution')} {'would be ' if edit.dry_run else ''}written")  # fmt: skip
+    for name, listed in runs.items():
+        print(f"{name} ({len(listed)}):")
+        _print_runs(listed, job.timezone)
+
+
 def _cli_actor() -> str:
     import getpass
 
@@ -734,12 +801,14 @@ async def _executions_show(args: argparse.Namespace, config: Config) -> None:
     if execution is None:
         raise NotFoundError(f"execution {execution_id} not found")
     if args.json:
-        print(json.dumps({**_jsonable(execution), "attempts": [{**_jsonable(a), "duration_s": a.duration_s} for a in attempts],
+        print(json.dumps({**_jsonable(execution), "job_version": execution.job_version or 1, "attempts": [{**_jsonable(a), "duration_s": a.duration_s} for a in attempts],
                           "redrives": [_jsonable(r) for r in redrives]}))  # fmt: skip
         return
     for key, value in asdict(execution).items():
         if key == "last_error" and execution.status == ExecutionStatus.SUCCEEDED:
             value = None  # an earlier attempt's error is not this success's: it stays in the attempts below
+        if key == "job_version":
+            value = value or 1  # rows written before versions existed
         print(f"{key:17} {_shown(value)}")
     print()
     header = ("ATTEMPT", "FENCE", "WORKER", "STARTED", "FINISHED", "DURATION", "OUTCOME", "ERROR")
@@ -910,6 +979,7 @@ COMMANDS = {
     ("job", "create"): _job_create,
     ("job", "list"): _job_list,
     ("job", "show"): _job_action,
+    ("job", "update"): _job_update,
     ("job", "pause"): _job_action,
     ("job", "resume"): _job_action,
     ("job", "delete"): _job_action,

@@ -1,5 +1,6 @@
 """The Python producer API: `from schedulerd import Client`. Enqueue one job or many (batched),
-inside the application's own asyncpg transaction if it likes, read an execution, wait for one.
+inside the application's own asyncpg transaction if it likes, edit a job in place, read an
+execution, wait for one.
 
 Connects like the daemon (config.toml, SCHEDULERD_* variables, the embedded servers' URLs) and
 checks task types against those live worker replicas registered: producers import no handlers.
@@ -28,8 +29,8 @@ from schedulerd.config import Config
 from schedulerd.core.durations import parse_duration_s, parse_instant
 from schedulerd.errors import ValidationError
 from schedulerd.intake import Enqueued, EnqueuedExecution, Intake, Item, Refused, Result, SharedBatches
-from schedulerd.job_fields import renamed
-from schedulerd.jobs import JobSpec
+from schedulerd.job_fields import EDITABLE, renamed
+from schedulerd.jobs import Edit, Jobs, JobSpec
 from schedulerd.models import Enqueue, Execution, ExecutionStatus
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Connection, Store
@@ -141,6 +142,24 @@ def _item(options: Mapping[str, Any]) -> Item:
     return Item(spec, get("idempotency_key"))
 
 
+# update_job's keyword arguments -> JobSpec's fields (job_fields.EDITABLE), and how each is read.
+_EDITABLE_ARGUMENTS = {f.argument: f.spec for f in EDITABLE if f.argument is not None} | {"labels": "labels", "task": "task"}
+_READ_ARGUMENT: dict[str, Callable[[Any], Any]] = {
+    "at": _instant, "window": lambda v: _seconds(v, "window") or 0.0, "timeout": lambda v: _seconds(v, "timeout"),
+    "params": lambda v: dict(v) if isinstance(v, Mapping) else v,
+}
+
+
+def _changes(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """update_job's arguments as Jobs.update's changes; refused naming the argument."""
+    changes: dict[str, Any] = {}
+    for name, value in arguments.items():
+        if name not in _EDITABLE_ARGUMENTS:
+            raise ValidationError(name, "is not an editable field of a job")
+        changes[_EDITABLE_ARGUMENTS[name]] = _READ_ARGUMENT.get(name, lambda v: v)(value)
+    return changes
+
+
 def _request(entry: JobRequest | Mapping[str, Any]) -> JobRequest:
     """For callers that want the record (TaskRef.request); validated as an item would be."""
     if isinstance(entry, JobRequest):
@@ -167,6 +186,7 @@ class Client:
         self.task_types = TaskTypes(store, config.jobs.task_types_seen_within_s)
         self.intake = Intake(store, queue, config, self.task_types, self.clock)
         self.shared = SharedBatches(self.intake)  # concurrent enqueue calls share transactions
+        self.jobs = Jobs(store, queue, config)
         # Executions enqueued inside an application's transaction, not yet in Redis, by connection,
         # each numbered in the order held; at most unflushed_max of them (UNFLUSHED_MAX).
         self._unflushed: dict[int, collections.deque[tuple[int, Enqueue]]] = {}
@@ -335,6 +355,22 @@ class Client:
         await self.queue.add(committed, only_new=True)
         return len(committed)
 
+    async def update_job(
+        self, job_id: UUID | str, *, tenant: str | None = None, dry_run: bool = False, if_version: int | None = None,
+        **changes: Any,
+    ) -> Edit:  # fmt: skip
+        """Edit a job in place (Jobs.update): keyword arguments as enqueue's (params=, cron=, tz=,
+        at= for a one-off, misfire=, window=, overlap=, name=, max_attempts=, timeout=, dst_*=,
+        backoff_*=) and labels=; those not given keep their value. Returns the Edit: the job
+        after it and its next runs removed / kept / added. dry_run: the same answer, nothing
+        written. if_version: refused (StaleVersionError) unless the job is at that version.
+        tenant: only that tenant's job (None: any). Raises ValidationError naming the argument
+        (task and the schedule's kind are fixed), NotFoundError, ConflictError (deleted)."""
+        try:
+            return await self.jobs.update(UUID(str(job_id)), _changes(changes), tenant, dry_run=dry_run, if_version=if_version)
+        except ValidationError as exc:
+            raise ValidationError(_ARGUMENT_OF.get(exc.field, exc.field), exc.message, exc.limit) from None
+
     async def get_execution(self, execution_id: UUID | str) -> Execution | None:
         return await self.store.execution_get(UUID(str(execution_id)))
 
@@ -381,6 +417,12 @@ class SyncClient:
 
     def enqueue_many(self, requests: Iterable[JobRequest | Mapping[str, Any]], *, batch_size: int = BATCH_SIZE) -> list[Result]:
         return self._run(self.client.enqueue_many(requests, batch_size=batch_size))
+
+    def update_job(
+        self, job_id: UUID | str, *, tenant: str | None = None, dry_run: bool = False, if_version: int | None = None,
+        **changes: Any,
+    ) -> Edit:  # fmt: skip
+        return self._run(self.client.update_job(job_id, tenant=tenant, dry_run=dry_run, if_version=if_version, **changes))
 
     def get_execution(self, execution_id: UUID | str) -> Execution | None:
         return self._run(self.client.get_execution(execution_id))

@@ -225,3 +225,19 @@ async def test_an_edit_of_a_paused_job_decides_what_resume_gives_back(jobs, stor
     assert any(r["scheduled_for"].minute % 20 != 0 for r in live)
     instants = [r["scheduled_for"] for r in await _rows(store, job.id)]
     assert len(instants) == len(set(instants))
+
+
+async def test_the_client_edits_by_its_own_argument_names(store, queue, config) -> None:
+    from schedulerd.client import Client
+
+    client = Client(store, queue, config, owned=False)
+    made = await client.enqueue("noop", cron="*/10 * * * *", tz="UTC")
+    edit = await client.update_job(made.job_id, tz="Europe/Paris", window="1m", timeout="30s", params={"v": 2})
+    assert (edit.job.timezone, edit.job.window_s, edit.job.timeout_s, edit.job.version) == ("Europe/Paris", 60.0, 30.0, 2)
+    for arguments, name in [({"tz": "Nowhere/Land"}, "tz"), ({"window": "soon"}, "window"), ({"task": "log"}, "task"),
+                            ({"in_": "5m"}, "in_"), ({"at": "2030-01-01T00:00:00Z"}, "at")]:  # fmt: skip
+        with pytest.raises(ValidationError) as refused:
+            await client.update_job(made.job_id, **arguments)
+        assert refused.value.field == name, arguments
+    planned = await client.update_job(made.job_id, dry_run=True, cron="*/20 * * * *")
+    assert planned.dry_run and (await store.job_get(made.job_id)).version == 2  # type: ignore[union-attr]
