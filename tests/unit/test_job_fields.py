@@ -138,3 +138,28 @@ def test_the_validator_refuses_under_the_tables_names(spec: JobSpec, refused_as:
         validate(spec, Config(), datetime(2026, 12, 1, tzinfo=UTC), {"noop"})
     assert refused.value.field == refused_as
     assert refused_as in {f.refused_as for f in FIELDS}
+
+
+EDIT_BESIDES_FIELDS = {"task", "labels"}  # task: named to be refused; labels: replaced as a whole
+
+
+def test_the_edit_doors_take_the_editable_fields(openapi: dict[str, Any], capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    from schedulerd.client import _EDITABLE_ARGUMENTS
+
+    editable = [f for f in FIELDS if f.editable]
+    assert editable == list(job_fields.EDITABLE) and not {"task", "tenant", "delay_s"} & {f.spec for f in editable}
+    schemas = openapi["components"]["schemas"]
+    patch = openapi["paths"]["/v1/jobs/{job_id}"]["patch"]
+    body = schemas[patch["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]]
+    paths = _body_paths(body, schemas)
+    assert set(paths) - EDIT_BESIDES_FIELDS == {f.body for f in editable}
+    assert {"If-Match", "Idempotency-Key"} <= {p["name"] for p in patch["parameters"] if p["in"] == "header"}
+    assert set(_EDITABLE_ARGUMENTS) - EDIT_BESIDES_FIELDS == {f.argument for f in editable}
+    monkeypatch.setenv("COLUMNS", "1000")
+    with pytest.raises(SystemExit):
+        cli.main(["job", "update", "--help"])
+    shown = capsys.readouterr().out
+    flags = {m.group(1) for m in re.finditer(r"^  (?:-\w, )?(--[a-z][a-z-]*)", shown, re.MULTILINE)}
+    flags -= {"--help", "--plan", "--if-version", "--tenant", "--json"}
+    assert flags == {f.flag for f in editable if f.flag is not None}
