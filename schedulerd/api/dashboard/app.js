@@ -64,8 +64,8 @@ const lateNote = (e) => (e.late_reason ? ` <span class="late">late: ${esc(e.late
 
 class Unauthorized extends Error {}
 
-async function api(method, path, body) {
-  const headers = { Authorization: `Bearer ${sessionStorage.getItem(TOKEN_KEY) || ""}` };
+async function api(method, path, body, extraHeaders) {
+  const headers = { Authorization: `Bearer ${sessionStorage.getItem(TOKEN_KEY) || ""}`, ...(extraHeaders || {}) };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const data = await response.json().catch(() => ({}));
@@ -109,6 +109,7 @@ function runRow(e, zone) {
       data-href="#/executions/${esc(e.id)}"><td>${badge(e.status)}${origin(e)}</td>
       <td>${when(e.scheduled_for, zone)}</td><td>${when(e.first_started_at, zone)}</td>
       <td>${seconds(e.start_lag_s)}</td><td>${seconds(e.duration_s)}</td><td>${esc(e.attempt)}</td><td>${esc(e.worker || "")}</td>
+      <td class="version">v${esc(e.job_version || 1)}</td>
       <td class="error">${esc((e.last_error || e.reason || "").split("\n").slice(-1)[0])}${lateNote(e)}</td></tr>`;
 }
 
@@ -151,17 +152,18 @@ async function jobView(id, query) {
     ${job.state === "paused" && job.cron ? '<button data-action="resume">Resume</button>' : ""}
     <button data-action="delete">Delete</button>`;
   const head = `<thead><tr><th>Status</th><th>Scheduled</th><th>Started</th><th>Start lag</th><th>Duration</th>
-    <th>Attempts</th><th>Worker</th><th>Error / reason</th></tr></thead>`;
+    <th>Attempts</th><th>Worker</th><th title="the job version it runs under">Version</th><th>Error / reason</th></tr></thead>`;
   const options = ["", ...RUN_STATUSES].map((s) => `<option value="${s}"${s === status ? " selected" : ""}>${s || "all"}</option>`);
   return `<h1>Job <span id="job-title">${esc(job.name || job.id)}</span></h1>
     <dl><dt>id</dt><dd>${esc(job.id)}</dd><dt>task</dt><dd>${esc(job.task)}</dd>
     <dt>schedule</dt><dd>${job.cron ? `<code>${esc(job.cron)}</code> in ${esc(job.timezone)}` : esc(job.schedule_kind)}</dd>
     <dt>state</dt><dd id="job-state">${esc(job.state)}${job.pause ? ` since ${when(job.pause.at, "UTC")}
       <span class="note">${esc(pauseText(job.pause))}</span>` : ""}</dd><dt>params</dt><dd><code>${esc(JSON.stringify(job.params))}</code></dd>
-    <dt>overlap</dt><dd id="job-overlap-policy">${esc(job.overlap)}</dd>
+    <dt>overlap</dt><dd id="job-overlap-policy">${esc(job.overlap)}</dd><dt>version</dt><dd id="job-version">${esc(job.version)}</dd>
     ${job.overrun ? `<dt>run time</dt><dd id="job-overrun" class="${job.overrun.warning ? "error" : ""}">${overrunText(job.overrun)}</dd>` : ""}
     ${dst}<dt>next runs</dt><dd id="next-runs">${nextRuns}</dd></dl>
     <p id="job-actions" data-id="${esc(job.id)}">${actions}</p>
+    ${job.state === "deleted" ? "" : editForm(job)}
     <h2>Recent runs</h2>${recent.items.length ? `<figure><figcaption>The last ${esc(recent.items.length)} runs, oldest left:
       colour is the outcome, height the duration</figcaption>${Charts.strip("run-strip", "recent runs by outcome and duration", recent.items)}</figure>`
       : "<p>No run yet.</p>"}
@@ -169,12 +171,64 @@ async function jobView(id, query) {
       ${filters.get("cursor") ? `<a id="runs-newest" href="${esc(path(first))}">newest</a>` : ""}
       ${runs.next_cursor ? `<a id="runs-older" href="${esc(path(older))}">older →</a>` : ""}</form>
     <div class="scroll"><table id="executions">${head}
-    <tbody>${rows.join("") || `<tr><td colspan="8">No ${esc(status || "past")} runs${filters.get("cursor") ? " on this page" : " yet"}.</td></tr>`}</tbody></table></div>
+    <tbody>${rows.join("") || `<tr><td colspan="9">No ${esc(status || "past")} runs${filters.get("cursor") ? " on this page" : " yet"}.</td></tr>`}</tbody></table></div>
     <h2>Upcoming</h2><p class="note">Not yet started, soonest first (scheduled since 24 hours ago; older ones are under
       Operator, late runs).</p><p class="filters">${filters.get("up") ? `<a id="upcoming-first" href="${esc(path(firstUp))}">soonest</a>` : ""}
       ${next.next_cursor ? `<a id="upcoming-later" href="${esc(path(later))}">later →</a>` : ""}</p>
     <div class="scroll"><table id="upcoming">${head}
-    <tbody>${upcomingRows.join("") || '<tr><td colspan="8">Nothing waiting to start.</td></tr>'}</tbody></table></div>`;
+    <tbody>${upcomingRows.join("") || '<tr><td colspan="9">Nothing waiting to start.</td></tr>'}</tbody></table></div>`;
+}
+
+// The edit form of a job's page (PATCH /v1/jobs/{id}): the editable fields, filled with the job's
+// values; only the fields changed are sent. Plan asks for a dry run; Save applies it with If-Match,
+// so an edit made meanwhile elsewhere is refused rather than overwritten.
+function editForm(job) {
+  const overlap = ["allow", "skip", "buffer_one", "cancel_other"].map((o) =>
+    `<option value="${o}"${o === job.overlap ? " selected" : ""}>${o}</option>`).join("");
+  const schedule = job.cron
+    ? `<label>Cron <input id="edit-cron" name="cron" value="${esc(job.cron)}"></label>`
+    : `<label>Run at <input id="edit-run-at" name="run_at" value="${esc(job.run_at || "")}"></label>`;
+  return `<details id="job-edit"><summary>Edit</summary>
+    <form id="edit-form" data-id="${esc(job.id)}" data-version="${esc(job.version)}">
+      ${schedule}<label>Zone <input id="edit-zone" name="timezone" value="${esc(job.timezone)}"></label>
+      <label>Name <input id="edit-name" name="name" value="${esc(job.name || "")}"></label>
+      <label>Overlap <select id="edit-overlap" name="overlap">${overlap}</select></label>
+      <label>Max attempts <input id="edit-attempts" name="max_attempts" type="number" min="1" max="100" value="${esc(job.retry.max_attempts)}"></label>
+      <label>Timeout (s) <input id="edit-timeout" name="timeout_s" type="number" step="any" value="${esc(job.timeout_s)}"></label>
+      <label>Params (JSON) <textarea id="edit-params" name="params" rows="2">${esc(JSON.stringify(job.params))}</textarea></label>
+      <button id="edit-plan" type="submit" data-plan="true">Plan</button> <button id="edit-save" type="submit">Save</button>
+    </form><div id="edit-result" role="status"></div></details>`;
+}
+
+// The fields of the edit form that differ from the job as shown, as a PATCH body.
+function editChanges(form, job) {
+  const body = {};
+  const value = (name) => form.elements[name]?.value;
+  if (form.elements.cron && value("cron") !== job.cron) body.cron = value("cron");
+  if (form.elements.run_at && value("run_at") !== (job.run_at || "")) body.run_at = value("run_at");
+  if (value("timezone") !== job.timezone) body.timezone = value("timezone");
+  if (value("name") !== (job.name || "")) body.name = value("name") || null;
+  if (value("overlap") !== job.overlap) body.overlap = value("overlap");
+  if (Number(value("max_attempts")) !== job.retry.max_attempts) body.retry = { max_attempts: Number(value("max_attempts")) };
+  if (Number(value("timeout_s")) !== job.timeout_s) body.timeout_s = Number(value("timeout_s"));
+  const params = JSON.parse(value("params") || "{}"); // a SyntaxError is shown, naming params
+  if (JSON.stringify(params) !== JSON.stringify(job.params)) body.params = params;
+  return body;
+}
+
+function diffList(kind, runs, zone) {
+  const items = runs.map((r) => `<li>${when(r.at, zone)}${r.labels.map((label) =>
+    `<span class="dst" title="${esc(r.note)}">${esc(label)}</span>`).join("")}</li>`).join("");
+  return `<div class="diff-${kind}"><h3>${kind} (${runs.length})</h3><ul>${items || "<li>–</li>"}</ul></div>`;
+}
+
+function editResult(answer) {
+  const zone = answer.job.timezone;
+  const verdict = answer.dry_run ? `Plan: would become version ${esc(answer.job.version)}; nothing written.`
+    : `Saved: version ${esc(answer.job.version)}.`;
+  return `<p id="edit-verdict">${verdict} ${esc(answer.cancelled_executions)} unstarted runs ${answer.dry_run ? "would be " : ""}cancelled,
+    ${esc(answer.written_executions)} ${answer.dry_run ? "would be " : ""}written.</p>
+    ${diffList("removed", answer.removed, zone)}${diffList("kept", answer.kept, zone)}${diffList("added", answer.added, zone)}`;
 }
 
 function overrunFlag(job) {
@@ -203,7 +257,7 @@ async function executionView(id) {
     <dt>scheduled for</dt><dd>${when(e.scheduled_for, zone)}</dd><dt>first started</dt><dd>${when(e.first_started_at, zone)}</dd>
     <dt>start lag</dt><dd>${seconds(e.start_lag_s)}</dd><dt>finished</dt><dd>${when(e.finished_at, zone)}</dd>
     <dt>attempts</dt><dd>${esc(e.attempt)}</dd><dt>origin</dt><dd>${esc(e.origin)}</dd>
-    <dt>redrives</dt><dd>${esc(e.redrives)}</dd></dl>
+    <dt>redrives</dt><dd>${esc(e.redrives)}</dd><dt>job version</dt><dd id="execution-job-version">${esc(e.job_version || 1)}</dd></dl>
     ${e.status === "failed" ? `<p id="execution-actions" data-id="${esc(e.id)}"><button data-action="redrive">Redrive</button></p>` : ""}
     ${redrives.length ? `<h2>Redrives</h2><div class="scroll"><table id="redrives"><thead><tr><th>When</th><th>By</th><th>Attempts before</th>
     <th>Error before</th></tr></thead><tbody>${redrives.join("")}</tbody></table></div>` : ""}
@@ -264,6 +318,7 @@ async function render() {
   const [route, query] = (location.hash || "#/jobs").split("?");
   const [, kind, id] = route.split("/");
   if (document.activeElement?.matches?.("#failed-filter input, #run-filter select")) return; // do not wipe a filter being used
+  if ($("job-edit")?.open && location.hash.startsWith("#/jobs/")) return; // nor an edit being written or its answer
   try {
     const html = kind === "jobs" && id ? await jobView(id, query) : kind === "executions" && id ? await executionView(id)
       : kind === "overview" ? await overviewView() : kind === "failed" ? await failedView(query) : await jobsView();
@@ -338,8 +393,24 @@ $("view").addEventListener("change", (event) => {
   location.hash = `${route}${filters.toString() ? `?${filters}` : ""}`;
 });
 
-$("view").addEventListener("submit", (event) => {
+$("view").addEventListener("submit", async (event) => {
   if (event.target.id === "run-filter") return event.preventDefault(); // the select acts on change
+  if (event.target.id === "edit-form") {
+    event.preventDefault();
+    const form = event.target;
+    const plan = event.submitter?.dataset.plan === "true";
+    try {
+      const job = await api("GET", `/v1/jobs/${encodeURIComponent(form.dataset.id)}`);
+      const body = editChanges(form, job);
+      const path = `/v1/jobs/${encodeURIComponent(form.dataset.id)}${plan ? "?dry_run=true" : ""}`;
+      const answer = await api("PATCH", path, body, { "If-Match": form.dataset.version });
+      $("edit-result").innerHTML = editResult(answer);
+      if (!plan) form.dataset.version = String(answer.job.version);
+    } catch (error) {
+      $("edit-result").innerHTML = `<p class="error" id="edit-error">${esc(error instanceof SyntaxError ? `params: ${error.message}` : error.message)}</p>`;
+    }
+    return;
+  }
   if (event.target.id !== "failed-filter") return;
   event.preventDefault();
   const filters = new URLSearchParams();
