@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from schedulerd.client import Client, Enqueued, EnqueuedExecution, JobRequest, Refused, SyncClient, TaskRef, task
-    from schedulerd.errors import SchedulerdError, UnknownTaskError, ValidationError
+    from schedulerd.errors import ConflictError, NotFoundError, SchedulerdError, StaleVersionError, UnknownTaskError, ValidationError
+    from schedulerd.jobs import Edit
     from schedulerd.tasks.registry import PermanentError, RetryAfter, TaskContext
 
 __version__ = "0.1.0"
@@ -18,7 +19,8 @@ _EXPORTS = {
     "Enqueued": "schedulerd.client", "EnqueuedExecution": "schedulerd.client", "Refused": "schedulerd.client",
     "TaskRef": "schedulerd.client", "task": "schedulerd.client",
     "SchedulerdError": "schedulerd.errors", "ValidationError": "schedulerd.errors",
-    "UnknownTaskError": "schedulerd.errors",
+    "UnknownTaskError": "schedulerd.errors", "NotFoundError": "schedulerd.errors", "ConflictError": "schedulerd.errors",
+    "StaleVersionError": "schedulerd.errors", "Edit": "schedulerd.jobs",
     "TaskContext": "schedulerd.tasks.registry", "PermanentError": "schedulerd.tasks.registry",
     "RetryAfter": "schedulerd.tasks.registry",
 }  # fmt: skip

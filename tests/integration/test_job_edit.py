@@ -241,3 +241,15 @@ async def test_the_client_edits_by_its_own_argument_names(store, queue, config) 
         assert refused.value.field == name, arguments
     planned = await client.update_job(made.job_id, dry_run=True, cron="*/20 * * * *")
     assert planned.dry_run and (await store.job_get(made.job_id)).version == 2  # type: ignore[union-attr]
+
+
+async def test_an_edit_racing_a_pause_leaves_nothing_to_run(jobs, store) -> None:
+    for _ in range(3):
+        job, _ = await create_job(jobs, JobSpec(task="noop", cron="*/10 * * * *"))
+        await asyncio.gather(jobs.update(job.id, {"cron": "*/5 * * * *"}), jobs.pause(job.id))
+        live = [r for r in await _rows(store, job.id) if r["status"] in ("pending", "queued")]
+        assert live == []
+        await jobs.resume(job.id)
+        live = [r for r in await _rows(store, job.id) if r["status"] in ("pending", "queued")]
+        assert live and all(r["scheduled_for"].minute % 5 == 0 for r in live)
+        assert any(r["scheduled_for"].minute % 10 == 5 for r in live)  # the edit's own slots, given back or written
