@@ -57,7 +57,7 @@ def _ops_commands(commands: Commands) -> None:
 
 
 def _job_commands(commands: Commands) -> None:
-    """job create | list | show | pause | resume | delete | trigger | backfill | why | next."""
+    """job create | list | show | pause | resume | delete | trigger | cancel | backfill | why | next."""
     job = commands.add_parser("job", help="create and inspect jobs").add_subparsers(dest="job_command", required=True)
     create = job.add_parser("create", help="create a job: now, --at/--in a time, or on a --cron schedule; or many "
                             "with --from-file")
@@ -70,12 +70,25 @@ def _job_commands(commands: Commands) -> None:
     for name, text in [("show", "one job"), ("pause", "stop a job; cancels its unstarted executions"),
                        ("resume", "start a paused cron job again from now"),
                        ("delete", "stop a job for good (its history stays)"), ("trigger", "run a job once now")]:
-        sub = job.add_parser(name, help=text)
-        sub.add_argument("id")
+        steering = name != "show"
+        sub = job.add_parser(name, help=text + (" (or every job matching --label)" if steering else ""))
+        sub.add_argument("id", nargs="?" if steering else None)
         sub.add_argument("--json", action="store_true")
         if name == "pause":
             sub.add_argument("--note", help="why it is paused (shown with the job until it is resumed)")
-            sub.add_argument("--by", help="who paused it (default: cli:$USER)")
+        if steering:
+            sub.add_argument("--by", help=f"who {name}s (default: cli:$USER)")
+            sub.add_argument("--label", metavar="SELECTOR",
+                             help="instead of an id: every job of --tenant whose labels match (team=billing,env=prod); "
+                                  "recorded with who and when")
+            sub.add_argument("--tenant", default="default", help="with --label: whose jobs (default: default)")
+            sub.add_argument("--plan", action="store_true", help="with --label: count what would change, change nothing")
+    cancel = job.add_parser("cancel", help="cancel the unstarted runs of every job matching --label")
+    cancel.add_argument("--label", metavar="SELECTOR", required=True, help="the jobs whose labels match (team=billing)")
+    cancel.add_argument("--tenant", default="default", help="whose jobs (default: default)")
+    cancel.add_argument("--plan", action="store_true", help="count what would be cancelled, cancel nothing")
+    cancel.add_argument("--by", help="who cancels (default: cli:$USER)")
+    cancel.add_argument("--json", action="store_true")
     backfill = job.add_parser("backfill", help="create a cron job's occurrences in a past range [from, to) as executions")
     backfill.add_argument("id")
     backfill.add_argument("--from", dest="from_", required=True, help="ISO 8601 instant with offset (inclusive)")
@@ -160,7 +173,7 @@ def _tenant_commands(commands: Commands) -> None:
 
 
 def _execution_commands(commands: Commands) -> None:
-    """executions list | show | redrive: what ran, and failed ones given another budget."""
+    """executions list | show | cancel | redrive: what ran, stopping runs, and failed ones given another budget."""
     executions = commands.add_parser("executions", help="inspect executions").add_subparsers(
         dest="executions_command", required=True
     )
@@ -185,6 +198,21 @@ def _execution_commands(commands: Commands) -> None:
     _failed_filters(redrive, "")
     redrive.add_argument("--by", help="who redrives (default: cli:$USER)")
     redrive.add_argument("--json", action="store_true")
+    cancel = executions.add_parser(
+        "cancel", help="cancel executions by id, or every one matching filters: unstarted ones at once, running ones "
+        "at their next heartbeat"
+    )  # fmt: skip
+    cancel.add_argument("ids", nargs="*", metavar="ID")
+    cancel.add_argument("--tenant", help="only this tenant's executions (with filters: default default)")
+    cancel.add_argument("--job", help="every unsettled execution of this job")
+    cancel.add_argument("--status", action="append", choices=["pending", "queued", "running"],
+                        help="only these statuses (repeat it; default pending and queued)")
+    cancel.add_argument("--label", metavar="SELECTOR", help="only those whose job's labels match (team=billing,env=prod)")
+    cancel.add_argument("--due-from", help="only those due at or after this ISO 8601 instant")
+    cancel.add_argument("--due-to", help="only those due before this ISO 8601 instant")
+    cancel.add_argument("--plan", action="store_true", help="with filters: count and list what would be cancelled, cancel nothing")
+    cancel.add_argument("--by", help="who cancels (default: cli:$USER)")
+    cancel.add_argument("--json", action="store_true")
     show = executions.add_parser("show", help="one execution with every attempt")
     show.add_argument("id")
     show.add_argument("--json", action="store_true")
@@ -417,6 +445,11 @@ def _overrun_view(judged: Any, config: Config) -> dict[str, Any] | None:
 
 
 async def _job_action(args: argparse.Namespace, config: Config) -> None:
+    if args.job_command != "show" and (args.label is not None or args.id is None):
+        await _job_bulk_action(args, config)
+        return
+    if args.job_command != "show" and args.plan:
+        raise ValidationError("--plan", "goes with --label (a single job's steering shows its result)")
     job_id = _uuid(args.id, "id")
     async with _Session(config) as jobs:
         if args.job_command == "show":
@@ -436,6 +469,37 @@ async def _job_action(args: argparse.Namespace, config: Config) -> None:
         else:
             execution = await jobs.trigger(job_id)
             print(json.dumps(_jsonable(execution)) if args.json else f"execution {execution.id} queued, due {_time(execution.due_at)}")
+
+
+async def _job_bulk_action(args: argparse.Namespace, config: Config) -> None:
+    """job pause|resume|trigger|delete|cancel --label SELECTOR [--plan]: every matching job."""
+    from schedulerd.cancels import Cancels
+    from schedulerd.job_actions import Action, JobActions, selector_of
+
+    if getattr(args, "id", None) is not None:
+        raise ValidationError("--label", "give a job id or --label, not both")
+    if args.label is None:
+        raise ValidationError("id", "give a job id, or --label SELECTOR for every matching job")
+    selector = selector_of(args.label, "--label")
+    async with _Session(config) as jobs:
+        done = await JobActions(jobs, Cancels(jobs.store)).run(
+            args.tenant, Action(args.job_command), selector, dry_run=args.plan, by=args.by or _cli_actor()
+        )  # fmt: skip
+    if args.json:
+        print(json.dumps({"action": done.action, "selector": done.selector, "dry_run": done.dry_run, "jobs": done.jobs,
+                          "executions": done.executions, "skipped": [str(i) for i in done.skipped],
+                          "record": _jsonable(done.record) if done.record else None}))  # fmt: skip
+        return
+    matching = f"{_plural(done.jobs, 'job')} matching {args.label}"
+    effect = "" if done.action == "resume" else f"; executions {'created' if done.action == 'trigger' else 'cancelled'}: "
+    effect += str(done.executions) if effect else ""
+    if done.dry_run:
+        print(f"plan: {done.action} {matching}{effect} (nothing changed; run again without --plan)")
+        return
+    skipped = f"; {len(done.skipped)} skipped (refused on the way)" if done.skipped else ""
+    print(f"{done.action}: {matching}{effect}{skipped}")
+    if done.record is not None:
+        print(f"recorded as action {done.record.id} by {done.record.actor} at {_time(done.record.at)}")
 
 
 def _cli_actor() -> str:
@@ -597,6 +661,78 @@ async def _executions_failed(args: argparse.Namespace, config: Config) -> None:
         for f in failed for e in [f.execution]
     ]  # fmt: skip
     print(_table(rows, header))
+
+
+async def _executions_cancel(args: argparse.Namespace, config: Config) -> None:
+    """executions cancel ID... | --job/--status/--label/--due-from/--due-to [--plan]."""
+    from schedulerd.cancels import UNSTARTED, CancelFilter, Cancels
+    from schedulerd.core.labels import parse_selector
+
+    filters = [f for f, v in (("--job", args.job), ("--status", args.status), ("--label", args.label),
+                              ("--due-from", args.due_from), ("--due-to", args.due_to)) if v is not None]  # fmt: skip
+    ids = [_uuid(text, "id") for text in args.ids]
+    if ids and filters:
+        raise ValidationError("id", f"give execution ids or filters ({', '.join(filters)}), not both")
+    if not ids and not filters:
+        raise ValidationError("id", "give execution ids, or filters: --job, --status, --label, --due-from, --due-to")
+    if ids and args.plan:
+        raise ValidationError("--plan", "goes with filters (cancelling by id shows each result)")
+    by = args.by or _cli_actor()
+    async with _Session(config) as jobs:
+        cancels = Cancels(jobs.store)
+        if ids:
+            await _cancel_each(cancels, ids, args, by)
+            return
+        which = CancelFilter(
+            statuses=tuple(args.status) if args.status else UNSTARTED,
+            job_id=_uuid(args.job, "--job") if args.job else None,
+            selector=parse_selector(args.label, "--label") if args.label is not None else None,
+            due_from=_flag_instant(args.due_from, "--due-from"), due_to=_flag_instant(args.due_to, "--due-to"),
+        )  # fmt: skip
+        done = await cancels.cancel_matching(args.tenant or "default", which, dry_run=args.plan, by=by)
+    if args.json:
+        print(json.dumps({"dry_run": done.dry_run, "matched": done.matched, "stop_requested": done.stop_requested,
+                          "sample": done.sample, "action": _jsonable(done.action) if done.action else None}))  # fmt: skip
+        return
+    running = f" ({done.stop_requested} running: asked to stop)" if done.stop_requested else ""
+    if done.dry_run:
+        for row in done.sample:
+            print(f"{row['id']}  {row['status']:8} due {row['due_at']}")
+        print(f"plan: {_plural(done.matched, 'execution')} would be cancelled{running} (nothing changed; run again "
+              "without --plan)")
+        return
+    print(f"{_plural(done.matched, 'execution')} cancelled{running}")
+
+
+async def _cancel_each(cancels: Any, ids: list[UUID], args: argparse.Namespace, by: str) -> None:
+    """Cancel executions one by one; one settled first is reported (exit 1 at the end), not fatal."""
+    from schedulerd.errors import TooLateError
+
+    too_late: list[str] = []
+    for execution_id in ids:
+        try:
+            done = await cancels.cancel(execution_id, args.tenant, by=by)
+        except TooLateError as exc:
+            too_late.append(str(exc))
+            continue
+        e = done.execution
+        if args.json:
+            print(json.dumps(_jsonable(e)))
+        elif done.stop_requested or e.status == "running":
+            print(f"execution {e.id} running: asked to stop (its handler is cancelled at the next heartbeat)")
+        else:
+            print(f"execution {e.id} cancelled")
+    if too_late:
+        raise TooLateError("; ".join(too_late), "settled")
+
+
+def _flag_instant(text: str | None, flag: str) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return parse_instant(text)
+    except ValueError as exc:
+        raise ValidationError(flag, str(exc)) from None
 
 
 async def _executions_redrive(args: argparse.Namespace, config: Config) -> None:
@@ -914,6 +1050,7 @@ COMMANDS = {
     ("job", "resume"): _job_action,
     ("job", "delete"): _job_action,
     ("job", "trigger"): _job_action,
+    ("job", "cancel"): _job_bulk_action,
     ("job", "next"): _job_next,
     ("job", "backfill"): _job_backfill,
     ("job", "why"): _job_why,
@@ -922,6 +1059,7 @@ COMMANDS = {
     ("executions", "list"): _executions_list,
     ("executions", "show"): _executions_show,
     ("executions", "redrive"): _executions_redrive,
+    ("executions", "cancel"): _executions_cancel,
     ("migrate", None): _migrate,
     ("tenant", "create"): _tenant_token,
     ("token", "create"): _tenant_token,

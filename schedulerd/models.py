@@ -99,7 +99,7 @@ class Execution(_Row):
     origin: str  # scheduled | trigger | backfill: what made this occurrence
     redrives: int  # times it was redriven after failing (each gave it a new attempt budget)
     late_reason: str | None  # why it did not start within its grace (core/late.py LateReason), if it did not
-    cancel_requested_at: datetime | None  # overlap cancel_other asked the running attempt to stop
+    cancel_requested_at: datetime | None  # a cancel or overlap cancel_other asked the running attempt to stop
 
 
 @dataclass(frozen=True)
@@ -129,6 +129,30 @@ class Redrive(_Row):
     redriven_by: str
     attempts_before: int  # attempts the spent budget had used
     error_before: str | None
+
+
+@dataclass(frozen=True)
+class JobAction(_Row):
+    """A bulk action a tenant took (job_actions): what, on which jobs or executions, who and when."""
+
+    id: UUID
+    tenant: str
+    action: str  # pause | resume | trigger | delete | cancel
+    selector: dict[str, str]  # the label selector it matched jobs by ({} when none)
+    filter: dict[str, Any]  # a bulk cancel's other criteria (job, statuses, due range)
+    jobs_count: int
+    executions_count: int
+    actor: str  # the token (api:...) or CLI user (cli:...) that did it
+    at: datetime
+
+
+@dataclass(frozen=True)
+class CancelPlan:
+    """What a bulk cancel would take: how many match (running ones get a stop request), and a sample."""
+
+    total: int
+    running: int
+    sample: list[dict[str, Any]]  # id, job_id, status, scheduled_for, due_at of the first few (id order)
 
 
 @dataclass(frozen=True)

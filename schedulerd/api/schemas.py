@@ -7,7 +7,9 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, WithJsonSchema
+from pydantic import (
+    AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, WithJsonSchema,
+)  # fmt: skip
 
 from schedulerd.core.durations import parse_instant, text_problem
 from schedulerd.core.late import LateReason
@@ -174,6 +176,73 @@ class RedriveRequest(_Input):
     until: Instant | None = Field(None, description="failed before (ISO 8601)")
 
 
+Cancellable = Literal["pending", "queued", "running"]
+
+
+class CancelRequest(_Input):
+    """Which executions to cancel: every criterion given holds. Pending and queued ones are
+    cancelled at once; running ones are asked to stop (at their next heartbeat)."""
+
+    job: UUID | None = Field(None, description="of this job")
+    status: list[Cancellable] | None = Field(None, min_length=1, max_length=3,
+                                             description="among these statuses (default: pending and queued)")
+    label: Text | None = Field(None, min_length=1, max_length=1500,
+                               description="whose job carries these labels: a selector, team=billing,env=prod")
+    due_from: Instant | None = Field(None, description="due at or after (ISO 8601)")
+    due_to: Instant | None = Field(None, description="due before (ISO 8601)")
+    dry_run: StrictBool = Field(True, description="true (the default): count and sample what would be cancelled, "
+                                "writing nothing; false: cancel")
+
+
+class CancelSample(BaseModel):
+    id: UUID
+    job_id: UUID
+    status: Cancellable
+    scheduled_for: datetime
+    due_at: datetime
+
+
+class JobActionRecord(BaseModel):
+    """A bulk action someone took: what, on what, how much, who and when."""
+
+    id: UUID
+    action: Literal["pause", "resume", "trigger", "delete", "cancel"]
+    selector: dict[str, str] = Field(..., description="the label selector it matched jobs by ({}: none)")
+    filter: dict[str, Any] = Field(..., description="a bulk cancel's other criteria (statuses, job, due range)")
+    jobs_count: int
+    executions_count: int
+    actor: str = Field(..., description="who: the API token (api:TENANT (token ID)) or the CLI user (cli:USER)")
+    at: datetime
+
+
+class JobActionPage(BaseModel):
+    items: list[JobActionRecord]
+    next_cursor: str | None = Field(None, description="pass as ?cursor= for the next page; null on the last")
+
+
+class BulkCancelled(BaseModel):
+    dry_run: bool
+    matched: int = Field(..., description="executions cancelled or asked to stop (dry run: that match now)")
+    stop_requested: int = Field(..., description="of them, running ones asked to stop")
+    sample: list[CancelSample] = Field(..., description="dry run: the first matching executions (by id); empty otherwise")
+    action: JobActionRecord | None = Field(None, description="the record of the action (null for a dry run)")
+
+
+class JobActionRequest(_Input):
+    selector: Text = Field(..., min_length=1, max_length=1500, description="the jobs whose labels match: team=billing,env=prod")
+    dry_run: StrictBool = Field(True, description="true (the default): count what would change, writing nothing; false: act")
+
+
+class JobActionDone(BaseModel):
+    action: Literal["pause", "resume", "trigger", "delete", "cancel"]
+    selector: dict[str, str]
+    dry_run: bool
+    jobs: int = Field(..., description="jobs acted on (dry run: that match now)")
+    executions: int = Field(..., description="executions cancelled (pause, delete, cancel) or created (trigger)")
+    skipped: list[UUID] = Field(..., description="jobs matched but refused on the way (a one-off cannot be resumed)")
+    record: JobActionRecord | None = Field(None, description="the record of the action (null for a dry run)")
+
+
 class ErrorDetail(BaseModel):
     code: str = Field(..., description="validation | limit_exceeded | unauthorized | not_found | conflict | bad_request | ...")
     message: str
@@ -273,7 +342,8 @@ class Execution(BaseModel):
     due_at: datetime = Field(..., description="when it may start next (a retry moves it)")
     status: Status
     reason: str | None = Field(None, description="why it was skipped or cancelled (paused, deleted: its job was, before "
-                               "it started or between two attempts; overlap: by the job's overlap policy), late_replay, "
+                               "it started or between two attempts; overlap: by the job's overlap policy; cancelled: "
+                               "someone cancelled it), late_replay, "
                                "or overlap_buffered (it waited for the previous run)")
     attempt: int = Field(..., description="attempts started so far")
     worker: str | None
@@ -287,6 +357,8 @@ class Execution(BaseModel):
     origin: Literal["scheduled", "trigger", "backfill"] = Field("scheduled", description="what made this occurrence")
     redrives: int = Field(0, description="times it was redriven after failing, each with a new attempt budget")
     late_reason: LateReasonName | None = Field(None, description="why it did not start within its grace, if it did not")
+    cancel_requested: bool = Field(False, description="someone cancelled it (or the overlap policy cancel_other asked it "
+                                   "to stop); while it runs, its worker cancels the handler at the next heartbeat")
 
 
 class Attempt(BaseModel):

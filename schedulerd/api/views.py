@@ -11,7 +11,7 @@ from schedulerd.core.overrun import Overrun
 from schedulerd.core.targets import redact
 from schedulerd.core.tenant_view import tenant_error
 from schedulerd.jobs import next_runs, schedule_of
-from schedulerd.models import Attempt, Execution, Job, LastExecution, MinuteStats, Redrive
+from schedulerd.models import Attempt, Execution, Job, JobAction, LastExecution, MinuteStats, Redrive
 
 NEXT_RUNS = 5  # upcoming instants shown with an enabled job
 MINUTES_MAX = 180  # GET /v1/stats/minutes and the [ops] /stats/minutes look back at most 3 hours
@@ -64,6 +64,7 @@ def execution_view(execution: Execution) -> dict[str, Any]:
         if execution.finished_at and execution.started_at else None,
         "origin": execution.origin, "redrives": execution.redrives,
         "late_reason": execution.late_reason,
+        "cancel_requested": execution.cancel_requested_at is not None,
     }  # fmt: skip
 
 
@@ -81,3 +82,9 @@ def attempt_view(attempt: Attempt) -> dict[str, Any]:
 def minute_view(m: MinuteStats) -> dict[str, Any]:
     return {"minute": m.minute, "scheduled": m.scheduled, "started": m.started, "succeeded": m.succeeded,
             "failed": m.failed, "lag_p50_s": m.lag_p50_s, "lag_p99_s": m.lag_p99_s}  # fmt: skip
+
+
+def job_action_view(action: JobAction) -> dict[str, Any]:
+    return {"id": action.id, "action": action.action, "selector": action.selector, "filter": action.filter,
+            "jobs_count": action.jobs_count, "executions_count": action.executions_count, "actor": action.actor,
+            "at": action.at}  # fmt: skip

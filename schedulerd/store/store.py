@@ -16,7 +16,8 @@ import asyncpg
 
 from schedulerd.core.ids import scheduled_for_bounds
 from schedulerd.models import (
-    ApiToken, Attempt, Claim, Enqueue, Execution, FailedExecution, Forecast, IdempotencyRecord, Job, LastExecution,
+    ApiToken, Attempt, CancelPlan, Claim, Enqueue, Execution, FailedExecution, Forecast, IdempotencyRecord, Job, JobAction,
+    LastExecution,
     LateExecution, MinuteStats, Outcome, Redrive, TenantStats, TzMovedJob, TzRecompute,
 )  # fmt: skip
 from schedulerd.store.sql import QUERIES
@@ -227,6 +228,55 @@ class Store:
     async def execution_cancel_for_job(self, job_id: UUID, reason: str) -> int:
         return len(await self.db.fetch(QUERIES["execution_cancel_for_job"], job_id, reason))
 
+    async def execution_cancel(self, execution_id: UUID, tenant: str | None, by: str) -> tuple[Execution, str] | None:
+        """Cancel one unsettled execution (a running one is asked to stop): the row as it is now and
+        its status before; None when it is missing, another tenant's or already settled."""
+        row = await self.db.fetchrow(QUERIES["execution_cancel"], execution_id, tenant, by, *scheduled_for_bounds([execution_id]))
+        return (Execution.from_row(row), row["was"]) if row else None
+
+    async def execution_cancel_page(
+        self, tenant: str, statuses: Sequence[str], *, job_id: UUID | None, selector: dict[str, str] | None,
+        due_from: datetime | None, due_to: datetime | None, limit: int, by: str,
+    ) -> list[tuple[UUID, str]]:  # fmt: skip
+        """Cancel (or ask to stop) up to `limit` matching executions; (id, status before) of each."""
+        rows = await self.db.fetch(
+            QUERIES["execution_cancel_page"], tenant, list(statuses), job_id, selector, due_from, due_to, limit, by
+        )  # fmt: skip
+        return [(r["id"], r["was"]) for r in rows]
+
+    async def execution_cancel_plan(
+        self, tenant: str, statuses: Sequence[str], *, job_id: UUID | None, selector: dict[str, str] | None,
+        due_from: datetime | None, due_to: datetime | None, sample: int,
+    ) -> CancelPlan:  # fmt: skip
+        row = await self.db.fetchrow(
+            QUERIES["execution_cancel_plan"], tenant, list(statuses), job_id, selector, due_from, due_to, sample
+        )  # fmt: skip
+        return CancelPlan(row["total"], row["running"], row["sample"])
+
+    async def job_selected_page(
+        self, tenant: str, selector: dict[str, str], *, after: UUID | None, limit: int, enabled: bool | None
+    ) -> list[UUID]:
+        """Ids of a tenant's undeleted jobs matching a label selector, in id order, after `after`."""
+        return [r["id"] for r in await self.db.fetch(QUERIES["job_selected_page"], tenant, selector, after, limit, enabled)]
+
+    async def job_selected_count(self, tenant: str, selector: dict[str, str], *, enabled: bool | None) -> tuple[int, int]:
+        """(jobs matching, their unstarted executions): a bulk action's dry run."""
+        row = await self.db.fetchrow(QUERIES["job_selected_count"], tenant, selector, enabled)
+        return row["jobs"], row["unstarted"]
+
+    async def job_action_insert(
+        self, action_id: UUID, tenant: str, action: str, selector: dict[str, str], filter: dict[str, Any],
+        jobs_count: int, executions_count: int, actor: str,
+    ) -> JobAction:  # fmt: skip
+        row = await self.db.fetchrow(
+            QUERIES["job_action_insert"], action_id, tenant, action, selector, filter, jobs_count, executions_count, actor
+        )  # fmt: skip
+        return JobAction.from_row(row)
+
+    async def job_action_list(self, tenant: str, *, before: tuple[datetime, UUID] | None, limit: int) -> list[JobAction]:
+        at, action_id = before if before is not None else (None, None)
+        return [JobAction.from_row(r) for r in await self.db.fetch(QUERIES["job_action_list"], tenant, at, action_id, limit)]
+
     async def execution_revive_for_job(self, job_id: UUID, horizon_s: float) -> list[Execution]:
         return [Execution.from_row(r) for r in await self.db.fetch(QUERIES["execution_revive_for_job"], job_id, horizon_s)]
 
@@ -325,8 +375,8 @@ class Store:
     async def execution_heartbeat_many(
         self, held: Sequence[tuple[UUID, int]], lease_s: float, *, timeout_s: float | None = None
     ) -> dict[UUID, bool]:
-        """Extend leases; returns the ids whose lease still holds, each with whether an overlap
-        policy (cancel_other) asked it to stop."""
+        """Extend leases; returns the ids whose lease still holds, each with whether it was asked
+        to stop (a cancel request, or the overlap policy cancel_other)."""
         ids = [h[0] for h in held]
         rows = await self._fetch_bounded(
             QUERIES["execution_heartbeat_many"], ids, [h[1] for h in held], lease_s, *scheduled_for_bounds(ids),

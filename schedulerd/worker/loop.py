@@ -453,7 +453,7 @@ class Worker:
                 running.stopped = Stop.LEASE_LOST
                 self.stats.lease_lost += 1
                 running.task.cancel()
-            elif alive[execution_id]:  # an overlap policy (cancel_other) asked it to stop
+            elif alive[execution_id]:  # a cancel or an overlap policy (cancel_other) asked it to stop
                 running.stopped = Stop.CANCELLED
                 running.task.cancel()
         return len(alive)
