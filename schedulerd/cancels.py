@@ -125,7 +125,7 @@ class Cancels:
             )  # fmt: skip
             matched += len(page)
             running += sum(was == ExecutionStatus.RUNNING for _, was in page)
-            if len(page) < CANCEL_PAGE:
+            if not page:  # a short page may only have lost rows to a claim meanwhile: ask again
                 break
         log.info("cancels.cancelled_matching", tenant=tenant, matched=matched, stop_requested=running, by=by)
         return matched, running

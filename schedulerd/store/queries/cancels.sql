@@ -31,13 +31,19 @@ RETURNING e.*, l.status AS was;
 -- [$5, $6) (each NULL: any), on behalf of $8. Pending and queued ones are cancelled now (reason
 -- cancelled), running ones asked to stop (see execution_cancel). Rows already asked are left out,
 -- so calling it again takes the next page; returns the rows it changed with their status before.
-WITH locked AS (
-    SELECT e.id, e.scheduled_for, e.status FROM executions e
+-- The page is picked first, then locked in id order with its status checked again (a row claimed
+-- or finished meanwhile is left out of the page, not judged on what it was).
+WITH picked AS (
+    SELECT e.id, e.scheduled_for FROM executions e
     WHERE e.tenant = $1 AND e.status = ANY($2::text[]) AND e.cancelled_by IS NULL
       AND ($3::uuid IS NULL OR e.job_id = $3)
       AND ($4::jsonb IS NULL OR e.job_id IN (SELECT j.id FROM jobs j WHERE j.tenant = $1 AND j.labels @> $4::jsonb))
       AND ($5::timestamptz IS NULL OR e.due_at >= $5) AND ($6::timestamptz IS NULL OR e.due_at < $6)
-    ORDER BY e.id LIMIT $7 FOR NO KEY UPDATE
+    ORDER BY e.id LIMIT $7
+), locked AS (
+    SELECT e.id, e.scheduled_for, e.status FROM executions e JOIN picked p ON e.id = p.id AND e.scheduled_for = p.scheduled_for
+    WHERE e.status = ANY($2::text[]) AND e.cancelled_by IS NULL
+    ORDER BY e.id FOR NO KEY UPDATE OF e
 )
 UPDATE executions e SET
     status = CASE WHEN l.status = 'running' THEN 'running' ELSE 'cancelled' END,
