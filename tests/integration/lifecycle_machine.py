@@ -1,7 +1,7 @@
 """A hypothesis state machine over the whole execution lifecycle, on the real Postgres and Redis.
 
 The machine owns an event loop of its own and runs every component in it (Store, DelayQueue, two
-Workers, Sweeper, Jobs, Retention, DeadLetters, the tz recompute, queues of other shard counts)
+Workers, Sweeper, Jobs, Cancels, Retention, DeadLetters, the tz recompute, queues of other shard counts)
 one explicit step at a time: Worker.run_once / heartbeat_once / flush_outcomes, never the
 background loops, so it alone decides the interleaving. Between two steps nothing runs (the loop
 is stopped) while the wall clock, which both servers judge leases and due times by, goes on.
@@ -33,10 +33,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from schedulerd import tzchange, tzdb
+from schedulerd.cancels import CancelFilter, Cancels
 from schedulerd.config import Config, DispatcherConfig, JobsConfig, MaterialiserConfig, RetentionConfig, SweeperConfig, WorkerConfig
 from schedulerd.core.schedule import zone_rules
 from schedulerd.dead_letters import DeadLetters
-from schedulerd.errors import NotFoundError, ValidationError
+from schedulerd.errors import NotFoundError, TooLateError, ValidationError
 from schedulerd.jobs import Jobs, JobSpec
 from schedulerd.models import Enqueue
 from schedulerd.queue import DelayQueue, Pop, score_ms
@@ -182,6 +183,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.disabled: dict[uuid.UUID, list[list[datetime | None]]] = {}  # job -> [[disabled_after, enabled_before]]
         self.jobs_made: dict[uuid.UUID, str] = {}  # job id -> "one_off" | "cron" | "tz"
         self.deleted: set[uuid.UUID] = set()
+        self.cancelled: dict[uuid.UUID, int] = {}  # execution -> its fence when a cancel of it committed
         self.last_seen: dict[uuid.UUID, tuple[str, int, datetime]] = {}  # status, fence, scheduled_for
         self.dropped_days: set[Any] = set()
         self.tz_recomputed = False
@@ -306,7 +308,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     async def _setup(self) -> None:
         self.store = await Store.connect(self.database_url, min_size=2, max_size=12)
         await self.store.db.execute(
-            "TRUNCATE jobs, executions, attempts, idempotency_keys, redrives, replicas, tz_recomputes CASCADE"
+            "TRUNCATE jobs, executions, attempts, idempotency_keys, redrives, replicas, tz_recomputes, job_actions CASCADE"
         )
         self.queue = DelayQueue.connect(self.redis_url, self.prefix)
         self.shard_queues: dict[int, DelayQueue] = {1: self.queue}
@@ -322,6 +324,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         }  # fmt: skip
         self.jobs = Jobs(self.store, self.queue, self.config)
         self.dead = DeadLetters(self.store, self.queue, self.config)
+        self.cancels = Cancels(self.store)
         self.retention = Retention(self.store, RetentionConfig(days=3, premake_days=1, lock_timeout_s=0.5))
         await self.sweeper.run_once()  # markers and the layout in use
 
@@ -539,6 +542,48 @@ class LifecycleMachine(RuleBasedStateMachine):
                 self.note(f"  redriven {len(done.execution_ids)}")
 
         self.run(go(), "redrive failed")
+
+    @action(2, data=DATA)
+    def cancel(self, data: st.DataObject) -> None:
+        """Cancel one unsettled execution, whatever its state (a running one: at its next heartbeat)."""
+
+        async def go() -> None:
+            rows = await self.store.db.fetch(
+                "SELECT id FROM executions WHERE status IN ('pending', 'queued', 'running') ORDER BY id LIMIT 20"
+            )
+            if not rows:
+                return
+            execution_id = data.draw(st.sampled_from([r["id"] for r in rows]), label="cancelled")
+            try:
+                done = await self.cancels.cancel(execution_id, None, by="lifecycle")
+            except TooLateError:
+                return  # it settled meanwhile: its outcome stands
+            self.cancelled.setdefault(execution_id, done.execution.fence)
+            if not done.stop_requested and done.execution.status != "cancelled":
+                self.violations.append(f"cancel of an unstarted execution left it {done.execution.status}: {execution_id}")
+            self.note(f"  cancelled {str(execution_id)[-6:]} at fence {done.execution.fence} (running: {done.stop_requested})")
+
+        self.run(go(), "cancel one")
+
+    @action(1, when=lambda self: bool(self.jobs_made), data=DATA)
+    def cancel_many(self, data: st.DataObject) -> None:
+        """Cancel every unsettled execution of one job (running ones asked to stop), in pages."""
+        job_id = self._pick_job(data)
+
+        async def go() -> None:
+            job = await self.store.job_get(job_id)
+            assert job is not None
+            which = CancelFilter(statuses=("pending", "queued", "running"), job_id=job_id)
+            plan = await self.cancels.plan(job.tenant, which)
+            done = await self.cancels.cancel_matching(job.tenant, which, dry_run=False, by="lifecycle")
+            # Once asked, a row's fence no longer moves (nothing claims it again): read it after.
+            for r in await self.store.db.fetch(
+                "SELECT id, fence FROM executions WHERE job_id = $1 AND cancelled_by = 'lifecycle'", job_id
+            ):
+                self.cancelled.setdefault(r["id"], r["fence"])
+            self.note(f"  cancelled {done.matched} of job {str(job_id)[-6:]} (planned {plan.total})")
+
+        self.run(go(), f"cancel many of {str(job_id)[-6:]}")
 
     # --- rules: the hot path -----------------------------------------------------------------
 
@@ -792,6 +837,20 @@ class LifecycleMachine(RuleBasedStateMachine):
                     f"expire (its attempt: {outcomes.get(older)})"
                 )
         self.overlaps.clear()
+        # 6. A cancelled execution never starts an attempt after the cancel committed (the one
+        # running then may finish its attempt); only a redrive of its final failure starts it again.
+        for (execution_id, fence), start in self.starts.items():
+            at_cancel = self.cancelled.get(execution_id)
+            if at_cancel is None or fence <= at_cancel:
+                continue
+            if not any(at_cancel < f <= fence for f in redrive_fences.get(execution_id, [])):
+                self.violations.append(
+                    f"cancelled execution started again: {execution_id} fence {fence} after the cancel at fence {at_cancel}"
+                )
+        for execution_id in self.cancelled:
+            row = rows.get(execution_id)
+            if row is not None and row["status"] in ("pending", "queued") and not redrive_fences.get(execution_id):
+                self.violations.append(f"cancelled execution queued again: {execution_id} is {row['status']}")
 
     async def _check_servable(self, due: list[asyncpg.Record]) -> None:
         queue = self.sweeper.queue
