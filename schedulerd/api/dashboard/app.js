@@ -1,7 +1,7 @@
 // schedulerd dashboard: a static page that reads the JSON API with the bearer token kept in
 // sessionStorage (gone when the tab closes). Hash routes: #/jobs, #/jobs/ID[?status=&cursor=&up=],
-// #/executions/ID, #/failed (dead letters), #/overview. Re-renders the current view every
-// REFRESH_MS. Times: the job's zone, then UTC. Charts: charts.js (SVG drawn here, no CDN).
+// #/executions/ID (Cancel, Redrive), #/failed (dead letters), #/overview (with the bulk actions taken).
+// Re-renders the current view every REFRESH_MS. Times: the job's zone, then UTC. Charts: charts.js (SVG drawn here, no CDN).
 "use strict";
 
 const REFRESH_MS = 3000;
@@ -11,6 +11,7 @@ const STRIP = 60; // recent runs in a job's strip
 const UPCOMING_SINCE_MS = 24 * 3600 * 1000; // a job's upcoming runs: not yet started, scheduled since a day ago
 const HARMLESS_TASKS = ["log", "noop"]; // the New job form's default, before any other type
 const RUN_STATUSES = ["running", "succeeded", "failed", "skipped", "cancelled"]; // a job's past runs
+const CANCELLABLE = ["pending", "queued", "running"]; // an execution a Cancel button may stop
 const $ = (id) => document.getElementById(id);
 const zones = {}; // job id -> IANA zone, for executions' times
 const names = {}; // job id -> name (or the id's start), for pages that show a job
@@ -205,6 +206,9 @@ async function executionView(id) {
     <dt>attempts</dt><dd>${esc(e.attempt)}</dd><dt>origin</dt><dd>${esc(e.origin)}</dd>
     <dt>redrives</dt><dd>${esc(e.redrives)}</dd></dl>
     ${e.status === "failed" ? `<p id="execution-actions" data-id="${esc(e.id)}"><button data-action="redrive">Redrive</button></p>` : ""}
+    ${CANCELLABLE.includes(e.status) ? `<p id="execution-actions" data-id="${esc(e.id)}">${e.status === "running" && e.cancel_requested
+      ? '<span id="cancel-requested" class="note">cancel requested: the handler stops at its next heartbeat</span>'
+      : '<button data-action="cancel">Cancel</button>'}</p>` : ""}
     ${redrives.length ? `<h2>Redrives</h2><div class="scroll"><table id="redrives"><thead><tr><th>When</th><th>By</th><th>Attempts before</th>
     <th>Error before</th></tr></thead><tbody>${redrives.join("")}</tbody></table></div>` : ""}
     <h2>Attempts</h2><div class="scroll"><table id="attempts"><thead><tr><th>#</th><th>Outcome</th><th>Started</th><th>Ended</th>
@@ -232,8 +236,8 @@ async function failedView(query) {
 }
 
 async function overviewView() {
-  const [o, forecast, late, stats] = await Promise.all([api("GET", "/v1/overview"), api("GET", "/v1/forecast"),
-    api("GET", "/v1/executions/late?limit=20"), api("GET", "/v1/stats/minutes?minutes=60")]);
+  const [o, forecast, late, stats, actions] = await Promise.all([api("GET", "/v1/overview"), api("GET", "/v1/forecast"),
+    api("GET", "/v1/executions/late?limit=20"), api("GET", "/v1/stats/minutes?minutes=60"), api("GET", "/v1/actions?limit=20")]);
   await Promise.all([...new Set(late.items.map((e) => e.job_id))].map(jobName));
   const card = (label, value) => `<div class="card">${esc(label)}<b>${esc(value)}</b></div>`;
   const lag = o.start_lag;
@@ -256,7 +260,12 @@ async function overviewView() {
       data-href="#/executions/${esc(e.id)}"><td>${when(e.scheduled_for, zones[e.job_id])}</td>
       <td>${badge(e.status)}</td><td>${esc(e.late_reason)}</td><td>${when(e.first_started_at, zones[e.job_id])}</td>
       <td>${jobLink(e.job_id)}</td></tr>`).join("") || '<tr><td colspan="5">none: everything started on time</td></tr>'}
-    </tbody></table></div>`;
+    </tbody></table></div>
+    <h2>Bulk actions (by label selector or filter)</h2><div class="scroll"><table id="bulk-actions"><thead><tr><th>When</th>
+    <th>Action</th><th>Selector</th><th>Jobs</th><th>Executions</th><th>By</th></tr></thead><tbody>${actions.items.map((a) =>
+      `<tr class="bulk-action"><td>${when(a.at, "UTC")}</td><td>${esc(a.action)}</td><td>${esc(Object.entries(a.selector)
+      .map(([k, v]) => `${k}=${v}`).join(",") || "–")}</td><td>${esc(a.jobs_count)}</td><td>${esc(a.executions_count)}</td>
+      <td>${esc(a.actor)}</td></tr>`).join("") || '<tr><td colspan="6">none yet</td></tr>'}</tbody></table></div>`;
 }
 
 async function render() {
@@ -356,10 +365,11 @@ $("view").addEventListener("click", async (event) => {
     if (row && !event.target.closest("a, button")) location.hash = row.dataset.href;
     return;
   }
-  if (action === "redrive") {
+  if (action === "redrive" || action === "cancel") {
     const execution = event.target.dataset.id || $("execution-actions").dataset.id;
+    if (action === "cancel" && !confirm("Cancel this execution? A running one stops at its next heartbeat; none is retried.")) return;
     try {
-      await api("POST", `/v1/executions/${execution}/redrive`);
+      await api("POST", `/v1/executions/${execution}/${action}`);
     } catch (error) {
       alert(error.message);
     }
