@@ -80,10 +80,10 @@ class Cancels:
         self.store = store
 
     async def cancel(self, execution_id: UUID, tenant: str | None, *, by: str) -> Cancelled:
-        """Cancel one execution of `tenant` (None: any, for the CLI and the client). Pending or queued: cancelled now (reason cancelled);
-        running: asked to stop (the attempt ends cancelled, never retried); already cancelled: the
-        same answer again. Settled otherwise: TooLateError naming its status. Another tenant's:
-        NotFoundError, like a missing one."""
+        """Cancel one execution of `tenant` (None: any, for the CLI and the client). Pending or
+        queued: cancelled now (reason cancelled); running: asked to stop (the attempt ends
+        cancelled, never retried); already cancelled: the same answer again. Settled otherwise:
+        TooLateError naming its status. Another tenant's: NotFoundError, like a missing one."""
         changed = await self.store.execution_cancel(execution_id, tenant, by)
         if changed is not None:
             execution, was = changed

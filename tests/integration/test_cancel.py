@@ -274,3 +274,24 @@ async def test_bulk_trigger_delete_and_cancel_by_selector(make_job, store, queue
     assert (await actions.run("default", Action.PAUSE, {"team": "search"}, dry_run=True, by=BY)).jobs == 0
     statuses = {e.status for e in await store.execution_list(tenant="default")}
     assert statuses == {ExecutionStatus.CANCELLED}
+
+
+async def test_the_client_cancels_one_many_and_acts_on_jobs_by_selector(make_job, store, queue, config) -> None:
+    from schedulerd.client import Client
+
+    client = Client(store, queue, config, owned=False)
+    _, pending = await make_job("noop", run_at=_later())
+    cancelled = await client.cancel(pending.id)
+    assert (cancelled.status, cancelled.reason) == ("cancelled", "cancelled")
+    assert (await client.cancel(str(pending.id))) == cancelled
+    job, queued = await make_job("noop", run_at=_later(20))
+    await _labelled(store, job.id, team="billing")
+    plan = await client.cancel_many(label="team=billing")
+    assert plan.dry_run and plan.matched == 1
+    with pytest.raises(ValidationError, match="due_from"):
+        await client.cancel_many(label="team=billing", due_from="yesterday")
+    paused = await client.job_action("pause", {"team": "billing"}, dry_run=False, by="client:test")
+    assert (paused.jobs, paused.executions, paused.record.actor) == (1, 1, "client:test")  # type: ignore[union-attr]
+    assert (await _get(store, queued.id)).reason == "paused"
+    with pytest.raises(ValidationError, match="action"):
+        await client.job_action("explode", "team=billing")
