@@ -102,6 +102,10 @@ _CREATE_FLAG_OPTIONS: dict[str, dict[str, Any]] = {
     "--overlap": {"default": "allow"},
     "--tenant": {"default": "default"},
     "--max-attempts": {"type": int},
+    "--max-runs": {"type": int},
+    "--labels": {"metavar": "SELECTOR"},
+    "--start-at": {"metavar": "INSTANT"},
+    "--end-at": {"metavar": "INSTANT"},
 }  # fmt: skip
 _WHEN_FLAGS = frozenset({"--at", "--in", "--cron"})  # when the job runs: one of them at most
 # A refusal names a field (job_fields: JobSpec's name); the user of `job create` typed flags.
@@ -236,6 +240,7 @@ def _parse(field: str, parse: Callable[[str], T], text: str) -> T:
 
 
 def _job_spec(args: argparse.Namespace) -> Any:
+    from schedulerd.core.labels import parse_selector
     from schedulerd.jobs import JobSpec
 
     params = _parse("--params", json.loads, args.params)
@@ -251,6 +256,9 @@ def _job_spec(args: argparse.Namespace) -> Any:
         name=args.name, max_attempts=args.max_attempts, overlap=args.overlap,
         timeout_s=_parse("--timeout", parse_duration_s, args.timeout) if args.timeout else None,
         dst_repeated=args.dst_repeated, dst_missing=args.dst_missing,
+        labels=parse_selector(args.labels, "--labels") if args.labels else {},
+        start_at=_parse("--start-at", parse_instant, args.start_at) if args.start_at else None,
+        end_at=_parse("--end-at", parse_instant, args.end_at) if args.end_at else None, max_runs=args.max_runs,
     )  # fmt: skip
 
 
