@@ -111,6 +111,10 @@ def next_runs(
     if cursor is None:  # not yet materialised: the first runs_left are what it will write
         return runs if left is None else runs[:left]
     written = [r for r in runs if at(r) <= cursor]
+    if bounds.max_runs is not None:
+        # Written from the job's creation on: the latest runs_written instants up to the cursor
+        # (an `after` before the creation sees earlier instants that were never written).
+        written = written[len(written) - min(len(written), bounds.runs_written):]
     if done:
         return written
     later = [r for r in runs if at(r) > cursor]

@@ -167,10 +167,6 @@ class Store:
         row = await self.db.fetchrow(QUERIES["job_get"], job_id)
         return Job.from_row(row) if row else None
 
-    async def job_list(self, *, tenant: str | None = None, deleted: bool = False, limit: int = 100) -> list[Job]:
-        rows = await self.db.fetch(QUERIES["job_list"], tenant, deleted, limit)
-        return [Job.from_row(r) for r in rows]
-
     async def job_lock(self, job_id: UUID) -> Job | None:
         row = await self.db.fetchrow(QUERIES["job_lock"], job_id)
         return Job.from_row(row) if row else None
@@ -515,7 +511,7 @@ class Store:
             if f.name_prefix is not None else None  # fmt: skip
         rows = await self.db.fetch(
             QUERIES["job_page" if tenant is not None else "job_page_any_tenant"], tenant, deleted, after[0], after[1],
-            limit, pattern, f.task, f.kind, json.dumps(f.labels) if f.labels else None,
+            limit, pattern, f.task, f.kind, f.labels or None,
             list(f.states) if f.states is not None else None,
         )  # fmt: skip
         return [Job.from_row(r) for r in rows]

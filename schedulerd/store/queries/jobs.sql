@@ -5,13 +5,6 @@
 -- One job by id (deleted ones too: their history stays visible).
 SELECT * FROM jobs WHERE id = $1;
 
--- name: job_list
--- Jobs newest first, optionally of one tenant; deleted ones only when asked.
-SELECT * FROM jobs
-WHERE ($1::text IS NULL OR tenant = $1) AND ($2 OR deleted_at IS NULL)
-ORDER BY created_at DESC, id DESC
-LIMIT $3;
-
 -- name: job_lock
 -- Lock one live job for a change of state (pause, resume, delete, materialise on create).
 SELECT * FROM jobs WHERE id = $1 AND deleted_at IS NULL FOR UPDATE;
@@ -77,7 +70,7 @@ WHERE tenant = $1 AND schedule_kind = 'cron' AND enabled AND deleted_at IS NULL 
 -- jobs.job_state words them: a one-off is done when none of its executions is unfinished).
 SELECT * FROM jobs
 WHERE tenant = $1 AND ($2 OR deleted_at IS NULL) AND (created_at, id) < ($3, $4)
-  AND ($6::text IS NULL OR name LIKE $6 ESCAPE '\\') AND ($7::text IS NULL OR task = $7)
+  AND ($6::text IS NULL OR name LIKE $6 ESCAPE '\') AND ($7::text IS NULL OR task = $7)
   AND ($8::text IS NULL OR (schedule_kind = 'cron') = ($8 = 'cron'))
   AND ($9::jsonb IS NULL OR labels @> $9)
   AND ($10::text[] IS NULL OR CASE
@@ -94,7 +87,7 @@ LIMIT $5;
 -- job_page over every tenant's jobs ($1 unused: NULL), for the operator's CLI.
 SELECT * FROM jobs
 WHERE $1::text IS NULL AND ($2 OR deleted_at IS NULL) AND (created_at, id) < ($3, $4)
-  AND ($6::text IS NULL OR name LIKE $6 ESCAPE '\\') AND ($7::text IS NULL OR task = $7)
+  AND ($6::text IS NULL OR name LIKE $6 ESCAPE '\') AND ($7::text IS NULL OR task = $7)
   AND ($8::text IS NULL OR (schedule_kind = 'cron') = ($8 = 'cron'))
   AND ($9::jsonb IS NULL OR labels @> $9)
   AND ($10::text[] IS NULL OR CASE
