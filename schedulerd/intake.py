@@ -17,7 +17,7 @@ import hashlib
 import json
 import operator
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -324,6 +324,9 @@ class Intake:
                 tx, jobs, await tx.clock_now(), self.config.materialiser,
                 horizon_s if queue_now else NOT_QUEUED_HORIZON_S, late_config=self.config.late,
             )  # fmt: skip
+            # As the cursor UPDATE left them (done_at: Postgres's instant of it, near enough).
+            jobs = [replace(j, runs_written=done.written.get(j.id, 0), done_at=created_at if j.id in done.done else None)
+                    for j in jobs]  # fmt: skip
             by_job: dict[UUID, list[EnqueuedExecution]] = {}
             for e in done.executions:
                 by_job.setdefault(e.job_id, []).append(EnqueuedExecution(e.id, e.due_at, e.status))

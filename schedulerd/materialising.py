@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import collections
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from uuid import UUID
 
@@ -83,6 +83,8 @@ class Materialised:
     enqueue: list[Enqueue]  # to ZADD once the transaction has committed
     skipped: int = 0
     replayed: int = 0
+    written: dict[UUID, int] = field(default_factory=dict)  # scheduled occurrences written, by job
+    done: set[UUID] = field(default_factory=set)  # bounded jobs left with none to write
 
 
 async def materialise_jobs(
@@ -120,13 +122,15 @@ async def materialise_jobs(
                for job_id, cursor, planned, done in steps]  # fmt: skip
     if cursors:
         await tx.job_advance_cursor_many(cursors, tzdb.installed_version())
+    counted = {job_id: n for job_id, _, n, _ in cursors}
+    done = {job_id for job_id, _, _, is_done in cursors if is_done}
     enqueue = {e.id: Enqueue(e.id, e.due_at, e.tenant) for e in executions if e.status == ExecutionStatus.QUEUED}
     missed_by = now - timedelta(seconds=config.misfire_grace_s)
     missed_jobs = list({e.job_id for e in executions if e.due_at < missed_by})
     if not missed_jobs:
-        return Materialised(executions, list(enqueue.values()))
+        return Materialised(executions, list(enqueue.values()), written=counted, done=done)
     judgement = await judge_misfires(tx, config, missed_jobs, replay_slot, late_config)
     for execution_id in judgement.skipped:
         enqueue.pop(execution_id, None)
     enqueue.update((r.execution_id, r) for r in judgement.replays)
-    return Materialised(executions, list(enqueue.values()), len(judgement.skipped), len(judgement.replays))
+    return Materialised(executions, list(enqueue.values()), len(judgement.skipped), len(judgement.replays), counted, done)

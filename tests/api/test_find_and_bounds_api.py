@@ -20,7 +20,7 @@ async def _create(client: httpx.AsyncClient, **body: object) -> dict:  # type: i
 
 async def test_labels_and_bounds_are_shown_and_a_bounded_job_reaches_done(client: httpx.AsyncClient) -> None:
     job = await _create(client, cron="* * * * *", labels={"team": "billing"}, max_runs=2)
-    assert job["labels"] == {"team": "billing"} and job["max_runs"] == 2
+    assert job["labels"] == {"team": "billing"} and job["max_runs"] == 2 and job["state"] == "done"
     shown = (await client.get(f"/v1/jobs/{job['id']}")).json()
     assert shown["state"] == "done" and shown["runs_written"] == 2 and shown["done_at"]
 
