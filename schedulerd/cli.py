@@ -145,6 +145,8 @@ def _schedule_commands(commands: Commands) -> None:
     for field in job_fields.FIELDS:
         if field.spec in ("dst_repeated", "dst_missing") and field.flag is not None:  # as `job create` takes them
             preview.add_argument(field.flag, choices=field.choices, help=field.doc)
+        if field.spec in ("start_at", "end_at", "max_runs") and field.flag is not None:
+            preview.add_argument(field.flag, help=field.doc, **_CREATE_FLAG_OPTIONS.get(field.flag, {}))
     preview.add_argument("--json", action="store_true")
 
     tz = commands.add_parser("tz", help="the tz database and its changes").add_subparsers(dest="tz_command", required=True)
@@ -549,13 +551,24 @@ async def _cron_next(args: argparse.Namespace, config: Config) -> None:
         if str(exc).startswith("dst_"):
             field = "--dst-repeated" if args.dst_repeated else "--dst-missing"
         raise ValidationError(field, str(exc)) from None
-    runs = schedule.labelled_runs(start, args.count)
+    from schedulerd.core import bounds
+
+    start_at = _parse("--start-at", parse_instant, args.start_at) if args.start_at else None
+    end_at = _parse("--end-at", parse_instant, args.end_at) if args.end_at else None
+    try:
+        bounds.check_bounds(start_at, end_at, args.max_runs, recurring=True)
+    except ValidationError as exc:
+        raise _create_flag_error(exc) from None
+    # As a job created at --from with these bounds would run.
+    runs = bounds.next_runs(schedule.labelled_runs, start, args.count, bounds.Bounds(start_at, end_at, args.max_runs),
+                            at=lambda r: r.at)  # fmt: skip
     if schedule.interval_s is not None and not args.json:
         print(f"{args.expression.strip()}: elapsed time counted from {_time(start)} (a job counts from its "
               "creation); DST does not move it")  # fmt: skip
     _print_preview(runs, args.tz, args.json)
     if not runs and not args.json:
-        print(f"no runs after {_time(start)}: the calendar ends at 9999-12-31 (UTC and local)")
+        print(f"no runs after {_time(start)}" + (" inside the bounds" if start_at or end_at or args.max_runs else
+              ": the calendar ends at 9999-12-31 (UTC and local)"))  # fmt: skip
 
 
 async def _tz_report(args: argparse.Namespace, config: Config) -> None:

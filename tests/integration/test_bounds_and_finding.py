@@ -157,3 +157,24 @@ async def test_list_filters_and_keyset_paging_within_one_tenant(jobs, store, que
     with pytest.raises(ValidationError) as refused:
         job_filter(label="team")
     assert refused.value.field == "label"
+
+
+async def test_the_client_takes_labels_and_bounds(store, queue, config) -> None:  # type: ignore[no-untyped-def]
+    from schedulerd.client import Client
+    from schedulerd.intake import Refused
+
+    client = Client(store, queue, config, owned=False)
+    done = await client.enqueue("noop", cron="*/5 * * * *", labels={"team": "billing"}, max_runs=4,
+                                start_at="2030-01-01T00:00:00Z", end_at=datetime(2030, 1, 2, tzinfo=UTC))  # fmt: skip
+    job = await store.job_get(done.job_id)
+    assert (job.labels, job.max_runs, job.start_at, job.end_at) == (
+        {"team": "billing"}, 4, datetime(2030, 1, 1, tzinfo=UTC), datetime(2030, 1, 2, tzinfo=UTC))
+    assert done.executions == () and job.runs_written == 0 and job.done_at is None  # nothing before start_at
+    with pytest.raises(ValidationError) as refused:
+        await client.enqueue("noop", max_runs=2)
+    assert refused.value.field == "max_runs"
+    with pytest.raises(ValidationError) as refused:
+        await client.enqueue("noop", cron="@hourly", start_at="tomorrow")
+    assert refused.value.field == "start_at"
+    (result,) = await client.enqueue_many([{"task": "noop", "labels": "team=billing"}])
+    assert isinstance(result, Refused) and result.field == "labels"
