@@ -325,7 +325,8 @@ class Intake:
                 horizon_s if queue_now else NOT_QUEUED_HORIZON_S, late_config=self.config.late,
             )  # fmt: skip
             # As the cursor UPDATE left them (done_at: Postgres's instant of it, near enough).
-            jobs = [replace(j, runs_written=done.written.get(j.id, 0), done_at=created_at if j.id in done.done else None)
+            jobs = [replace(j, materialised_to=done.cursors[j.id][0], runs_written=done.cursors[j.id][1],
+                            done_at=created_at if j.id in done.done else None) if j.id in done.cursors else j
                     for j in jobs]  # fmt: skip
             by_job: dict[UUID, list[EnqueuedExecution]] = {}
             for e in done.executions:

@@ -83,7 +83,8 @@ class Materialised:
     enqueue: list[Enqueue]  # to ZADD once the transaction has committed
     skipped: int = 0
     replayed: int = 0
-    written: dict[UUID, int] = field(default_factory=dict)  # scheduled occurrences written, by job
+    # By job, as its row now stands: (materialised_to, occurrences written by this call).
+    cursors: dict[UUID, tuple[datetime, int]] = field(default_factory=dict)
     done: set[UUID] = field(default_factory=set)  # bounded jobs left with none to write
 
 
@@ -122,13 +123,13 @@ async def materialise_jobs(
                for job_id, cursor, planned, done in steps]  # fmt: skip
     if cursors:
         await tx.job_advance_cursor_many(cursors, tzdb.installed_version())
-    counted = {job_id: n for job_id, _, n, _ in cursors}
+    counted = {job_id: (cursor, n) for job_id, cursor, n, _ in cursors}
     done = {job_id for job_id, _, _, is_done in cursors if is_done}
     enqueue = {e.id: Enqueue(e.id, e.due_at, e.tenant) for e in executions if e.status == ExecutionStatus.QUEUED}
     missed_by = now - timedelta(seconds=config.misfire_grace_s)
     missed_jobs = list({e.job_id for e in executions if e.due_at < missed_by})
     if not missed_jobs:
-        return Materialised(executions, list(enqueue.values()), written=counted, done=done)
+        return Materialised(executions, list(enqueue.values()), cursors=counted, done=done)
     judgement = await judge_misfires(tx, config, missed_jobs, replay_slot, late_config)
     for execution_id in judgement.skipped:
         enqueue.pop(execution_id, None)
