@@ -62,9 +62,16 @@ def _job_commands(commands: Commands) -> None:
     create = job.add_parser("create", help="create a job: now, --at/--in a time, or on a --cron schedule; or many "
                             "with --from-file")
     _job_create_flags(create)
-    listing_jobs = job.add_parser("list", help="jobs, newest first")
+    listing_jobs = job.add_parser("list", help="jobs, newest first; done ones (finished one-offs) only when asked (--state)")
     listing_jobs.add_argument("--tenant")
     listing_jobs.add_argument("--deleted", action="store_true", help="include deleted jobs")
+    listing_jobs.add_argument("--name", help="jobs whose name starts with this")
+    listing_jobs.add_argument("--task", help="jobs of this task type")
+    listing_jobs.add_argument("--kind", choices=("cron", "one-off"), help="recurring (cron) or one-off jobs")
+    listing_jobs.add_argument("--state", help="a comma-separated list of enabled, paused, done, deleted, or all "
+                              "(default enabled,paused)")
+    listing_jobs.add_argument("--label", metavar="SELECTOR", help="jobs carrying every pair: team=billing,env=prod")
+    listing_jobs.add_argument("--cursor", help="the next page: the cursor the previous page printed")
     listing_jobs.add_argument("--limit", type=int, default=100)
     listing_jobs.add_argument("--json", action="store_true")
     for name, text in [("show", "one job"), ("pause", "stop a job; cancels its unstarted executions"),
@@ -115,6 +122,10 @@ _CREATE_FLAG_OPTIONS: dict[str, dict[str, Any]] = {
     "--overlap": {"default": "allow"},
     "--tenant": {"default": "default"},
     "--max-attempts": {"type": int},
+    "--max-runs": {"type": int},
+    "--labels": {"metavar": "SELECTOR"},
+    "--start-at": {"metavar": "INSTANT"},
+    "--end-at": {"metavar": "INSTANT"},
 }  # fmt: skip
 _WHEN_FLAGS = frozenset({"--at", "--in", "--cron"})  # when the job runs: one of them at most
 # A refusal names a field (job_fields: JobSpec's name); the user of `job create` typed flags.
@@ -147,6 +158,8 @@ def _schedule_commands(commands: Commands) -> None:
     for field in job_fields.FIELDS:
         if field.spec in ("dst_repeated", "dst_missing") and field.flag is not None:  # as `job create` takes them
             preview.add_argument(field.flag, choices=field.choices, help=field.doc)
+        if field.spec in ("start_at", "end_at", "max_runs") and field.flag is not None:
+            preview.add_argument(field.flag, help=field.doc, **_CREATE_FLAG_OPTIONS.get(field.flag, {}))
     preview.add_argument("--json", action="store_true")
 
     tz = commands.add_parser("tz", help="the tz database and its changes").add_subparsers(dest="tz_command", required=True)
@@ -264,6 +277,7 @@ def _parse(field: str, parse: Callable[[str], T], text: str) -> T:
 
 
 def _job_spec(args: argparse.Namespace) -> Any:
+    from schedulerd.core.labels import parse_selector
     from schedulerd.jobs import JobSpec
 
     params = _parse("--params", json.loads, args.params)
@@ -279,6 +293,9 @@ def _job_spec(args: argparse.Namespace) -> Any:
         name=args.name, max_attempts=args.max_attempts, overlap=args.overlap,
         timeout_s=_parse("--timeout", parse_duration_s, args.timeout) if args.timeout else None,
         dst_repeated=args.dst_repeated, dst_missing=args.dst_missing,
+        labels=parse_selector(args.labels, "--labels") if args.labels else {},
+        start_at=_parse("--start-at", parse_instant, args.start_at) if args.start_at else None,
+        end_at=_parse("--end-at", parse_instant, args.end_at) if args.end_at else None, max_runs=args.max_runs,
     )  # fmt: skip
 
 
@@ -389,15 +406,34 @@ async def _job_create(args: argparse.Namespace, config: Config) -> None:
 
 
 async def _job_list(args: argparse.Namespace, config: Config) -> None:
+    from schedulerd.api.errors import ApiError
+    from schedulerd.api.routes.common import decode_cursor, encode_cursor
+    from schedulerd.jobs import job_filter, job_state
+
     if not 1 <= args.limit <= 1000:
         raise ValidationError("--limit", f"must be between 1 and 1000, got {args.limit}")
+    find = job_filter(name=args.name, task=args.task, kind=args.kind, state=args.state, label=args.label,
+                      include_deleted=args.deleted, flags=_LIST_FLAGS)  # fmt: skip
+    try:
+        after = decode_cursor(args.cursor)
+    except ApiError:
+        raise ValidationError("--cursor", "is not a cursor `job list` printed") from None
+    deleted = find.states is None or "deleted" in find.states
     async with _Session(config) as jobs:
-        listed = await jobs.store.job_list(tenant=args.tenant, deleted=args.deleted, limit=args.limit)
-        last = await jobs.store.job_last_executions([j.id for j in listed]) if listed else {}
-    states = {j.id: _job_state(j, last.get(j.id)) for j in listed}
+        store = jobs.store
+        page = await (store.job_page(args.tenant, deleted=deleted, after=after, limit=args.limit + 1, find=find)
+                      if args.tenant else
+                      store.job_page_any_tenant(deleted=deleted, after=after, limit=args.limit + 1, find=find))  # fmt: skip
+        listed = page[: args.limit]
+        last = await store.job_last_executions([j.id for j in listed]) if listed else {}
+        settled = await store.job_settled_many([j.id for j in listed if j.cron is None]) if listed else set()
+    states = {j.id: job_state(j, j.id in settled) for j in listed}
+    next_cursor = encode_cursor(listed[-1].created_at, listed[-1].id) if len(page) > args.limit else None
     if args.json:
         print(json.dumps([{**_jsonable(j), "state": states[j.id], "last_status": last[j.id].status if j.id in last else None}
                           for j in listed]))  # fmt: skip
+        if next_cursor:  # stdout stays the list it always was
+            print(f"next page: --cursor {next_cursor}", file=sys.stderr)
         return
     header = ("ID", "NAME", "TENANT", "TASK", "SCHEDULE", "ZONE", "OVERLAP", "STATE", "LAST", "CREATED")
     rows = [
@@ -406,20 +442,11 @@ async def _job_list(args: argparse.Namespace, config: Config) -> None:
         for j in listed
     ]  # fmt: skip
     print(_table(rows, header) if rows else "no jobs")
+    if next_cursor:
+        print(f"next page: --cursor {next_cursor}")
 
 
-FINAL = frozenset({ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED, ExecutionStatus.SKIPPED})
-
-
-def _job_state(job: Any, last: Any) -> str:
-    """deleted | paused | done (a one-off whose run has finished: it will not run again) | enabled."""
-    if job.deleted_at:
-        return "deleted"
-    if not job.enabled:
-        return "paused"
-    if job.cron is None and last is not None and last.status in FINAL:
-        return "done"
-    return "enabled"
+_LIST_FLAGS = {"name": "--name", "task": "--task", "kind": "--kind", "state": "--state", "label": "--label"}
 
 
 def _print_job(job: Any, as_json: bool, **extra: Any) -> None:
@@ -455,9 +482,13 @@ async def _job_action(args: argparse.Namespace, config: Config) -> None:
         if args.job_command == "show":
             from schedulerd.overrun_watch import overruns
 
+            from schedulerd.jobs import job_state
+
             job = await jobs.get(job_id)
             judged = (await overruns(jobs.store, [job], config.jobs, await jobs.store.clock_now())).get(job.id)
-            _print_job(job, args.json, overrun=_overrun_view(judged, config) if job.cron else None)
+            settled = job.cron is None and job.id in await jobs.store.job_settled_many([job.id])
+            _print_job(job, args.json, state=job_state(job, settled),
+                       overrun=_overrun_view(judged, config) if job.cron else None)  # fmt: skip
         elif args.job_command == "pause":
             job, cancelled = await jobs.pause(job_id, note=args.note, by=args.by or _cli_actor())
             _print_job(job, args.json, cancelled_executions=cancelled)
@@ -584,13 +615,24 @@ async def _cron_next(args: argparse.Namespace, config: Config) -> None:
         if str(exc).startswith("dst_"):
             field = "--dst-repeated" if args.dst_repeated else "--dst-missing"
         raise ValidationError(field, str(exc)) from None
-    runs = schedule.labelled_runs(start, args.count)
+    from schedulerd.core import bounds
+
+    start_at = _parse("--start-at", parse_instant, args.start_at) if args.start_at else None
+    end_at = _parse("--end-at", parse_instant, args.end_at) if args.end_at else None
+    try:
+        bounds.check_bounds(start_at, end_at, args.max_runs, recurring=True)
+    except ValidationError as exc:
+        raise _create_flag_error(exc) from None
+    # As a job created at --from with these bounds would run.
+    runs = bounds.next_runs(schedule.labelled_runs, start, args.count, bounds.Bounds(start_at, end_at, args.max_runs),
+                            at=lambda r: r.at)  # fmt: skip
     if schedule.interval_s is not None and not args.json:
         print(f"{args.expression.strip()}: elapsed time counted from {_time(start)} (a job counts from its "
               "creation); DST does not move it")  # fmt: skip
     _print_preview(runs, args.tz, args.json)
     if not runs and not args.json:
-        print(f"no runs after {_time(start)}: the calendar ends at 9999-12-31 (UTC and local)")
+        print(f"no runs after {_time(start)}" + (" inside the bounds" if start_at or end_at or args.max_runs else
+              ": the calendar ends at 9999-12-31 (UTC and local)"))  # fmt: skip
 
 
 async def _tz_report(args: argparse.Namespace, config: Config) -> None:

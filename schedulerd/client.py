@@ -82,6 +82,15 @@ def _instant(value: datetime | str | None, field: str = "at") -> datetime | None
     raise ValidationError(field, f"must be an aware datetime or an ISO 8601 string, got {type(value).__name__}")
 
 
+def _labels(value: Any) -> dict[str, str]:
+    """A job's labels as JobSpec takes them (jobs.validate checks them)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValidationError("labels", f"must be a mapping of strings to strings, got {type(value).__name__}")
+    return dict(value)
+
+
 @dataclass(frozen=True)
 class JobRequest:
     """One job as `enqueue` takes it (its keyword arguments); `enqueue_many` takes these or
@@ -108,6 +117,10 @@ class JobRequest:
     backoff_base_s: float | None = None
     backoff_factor: float | None = None
     backoff_max_s: float | None = None
+    labels: Mapping[str, str] | None = None
+    start_at: datetime | str | None = None  # cron: bounds (docs/schedules.md "Bounds")
+    end_at: datetime | str | None = None
+    max_runs: int | None = None
 
     def item(self) -> Item:
         """As the intake takes it; raises ValidationError naming the argument."""
@@ -140,7 +153,8 @@ def _item(options: Mapping[str, Any]) -> Item:
         max_attempts=get("max_attempts"), timeout_s=_seconds(get("timeout"), "timeout"),
         backoff_base_s=get("backoff_base_s"), backoff_factor=get("backoff_factor"), backoff_max_s=get("backoff_max_s"),
         dst_repeated=get("dst_repeated"), dst_missing=get("dst_missing"), overlap=get("overlap", "allow"),
-        delay_s=_seconds(get("in_"), "in_"),
+        delay_s=_seconds(get("in_"), "in_"), labels=_labels(get("labels")),
+        start_at=_instant(get("start_at"), "start_at"), end_at=_instant(get("end_at"), "end_at"), max_runs=get("max_runs"),
     )  # fmt: skip
     return Item(spec, get("idempotency_key"))
 

@@ -32,8 +32,10 @@ from schedulerd.core.misfire import MisfirePolicy
 from schedulerd.core.overlap import OverlapPolicy
 from schedulerd.core.schedule import DST_MISSING, DST_REPEATED, CronSchedule, Run, ScheduleError, schedule_of, smear_offset_s
 from schedulerd.errors import NotFoundError, UnknownTaskError, ValidationError
-from schedulerd.materialising import materialise_jobs
-from schedulerd.models import Enqueue, Execution, ExecutionStatus, Job
+from schedulerd.core import bounds
+from schedulerd.core.labels import check_labels, parse_selector
+from schedulerd.materialising import bounds_of, materialise_jobs
+from schedulerd.models import Enqueue, Execution, ExecutionStatus, Job, JobFilter
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store
 from schedulerd.tasks import registry
@@ -81,6 +83,10 @@ class JobSpec:
     dst_missing: str | None = None  # cron jobs: shift | skip; None = the DST rule
     overlap: str = "allow"  # an occurrence due while the previous one runs: allow | skip | buffer_one | cancel_other
     delay_s: float | None = None  # one-off: run this long after `now` (Postgres's clock), instead of run_at
+    labels: dict[str, str] = field(default_factory=dict)  # core/labels.py
+    start_at: datetime | None = None  # recurring jobs: no occurrence before this instant
+    end_at: datetime | None = None  # recurring jobs: none at or after this instant
+    max_runs: int | None = None  # recurring jobs: at most this many occurrences in all
 
 
 def _check_text(text: str, field: str) -> None:
@@ -151,6 +157,8 @@ def validate(spec: JobSpec, config: Config, now: datetime, known_tasks: Collecti
     if spec.name is not None:
         _check_text(spec.name, "name")
     backoff_base_s, backoff_factor, backoff_max_s = _backoff(spec, config)
+    labels = check_labels(spec.labels) if spec.labels else {}
+    bounds.check_bounds(spec.start_at, spec.end_at, spec.max_runs, recurring=cron is not None)
     return {
         "id": uuid.uuid4(), "tenant": spec.tenant, "name": spec.name, "task": spec.task,
         "params": spec.params, "schedule_kind": kind, "run_at": run_at, "cron": cron,
@@ -161,6 +169,9 @@ def validate(spec: JobSpec, config: Config, now: datetime, known_tasks: Collecti
         "dst_repeated": spec.dst_repeated, "dst_missing": spec.dst_missing,
         "tzdata_version": tzdb.installed_version() if cron else None,
         "overlap": spec.overlap, "params_json": encoded,
+        "labels": labels, "labels_json": _PARAMS_ENCODER.encode(labels) if labels else "{}",
+        "start_at": spec.start_at.astimezone(UTC) if spec.start_at else None,
+        "end_at": spec.end_at.astimezone(UTC) if spec.end_at else None, "max_runs": spec.max_runs,
     }  # fmt: skip
 
 
@@ -264,11 +275,13 @@ def _backoff(spec: JobSpec, config: Config) -> tuple[float, float, float]:
 
 def next_runs(job: Job, after: datetime, count: int) -> list[datetime]:
     """The due instants (smearing applied, UTC) of the job's next `count` occurrences, those
-    scheduled strictly after `after`: the same slots the materialiser writes."""
+    scheduled strictly after `after`: the same slots the materialiser writes (its bounds too)."""
     if job.schedule_kind != "cron" or job.cron is None:
         return [job.run_at] if job.run_at and job.run_at > after else []
     offset = timedelta(seconds=smear_offset_s(str(job.id), job.window_s))
-    return [shifted(t, offset) for t in schedule_of(job).next_runs(after, count)]
+    schedule = schedule_of(job)
+    instants = bounds.next_runs(schedule.next_runs, after, count, bounds_of(job), job.materialised_to, job.done_at is not None)
+    return [shifted(t, offset) for t in instants]
 
 
 def labelled_next_runs(job: Job, after: datetime, count: int) -> list[Run]:
@@ -276,7 +289,56 @@ def labelled_next_runs(job: Job, after: datetime, count: int) -> list[Run]:
     if job.schedule_kind != "cron" or job.cron is None:
         return [Run(job.run_at, (), None)] if job.run_at and job.run_at > after else []
     offset = timedelta(seconds=smear_offset_s(str(job.id), job.window_s))
-    return [Run(shifted(r.at, offset), r.labels, r.note) for r in schedule_of(job).labelled_runs(after, count)]
+    runs = bounds.next_runs(schedule_of(job).labelled_runs, after, count, bounds_of(job), job.materialised_to,
+                            job.done_at is not None, at=lambda r: r.at)  # fmt: skip
+    return [Run(shifted(r.at, offset), r.labels, r.note) for r in runs]
+
+
+JOB_STATES = ("enabled", "paused", "done", "deleted")
+JOB_KINDS = ("cron", "one-off")
+LISTED_BY_DEFAULT = ("enabled", "paused")  # a list hides done jobs (finished one-offs) unless asked
+
+
+def job_filter(
+    *, name: str | None = None, task: str | None = None, kind: str | None = None, state: str | None = None,
+    label: str | None = None, include_deleted: bool = False, flags: dict[str, str] | None = None,
+) -> JobFilter:  # fmt: skip
+    """A list's filter from what a request gave, each refused naming its field (`flags`: the
+    name the caller typed for a field, e.g. {"label": "--label"}). state: a comma-separated list
+    of JOB_STATES, or "all"; none given: LISTED_BY_DEFAULT, with deleted when include_deleted."""
+    named = (flags or {}).get
+    if name is not None:
+        _check_text(name, named("name", "name"))
+    if task is not None:
+        _check_text(task, named("task", "task"))
+    if kind is not None and kind not in JOB_KINDS:
+        raise ValidationError(named("kind", "kind"), f"must be one of {', '.join(JOB_KINDS)}, got {kind!r}")
+    if state is None or not state.strip():
+        states: tuple[str, ...] | None = LISTED_BY_DEFAULT + (("deleted",) if include_deleted else ())
+    elif state.strip() == "all":
+        states = None if include_deleted else JOB_STATES[:3]
+    else:
+        states = tuple(dict.fromkeys(s.strip() for s in state.split(",")))
+        wrong = [s for s in states if s not in JOB_STATES]
+        if wrong:
+            raise ValidationError(named("state", "state"),
+                                  f"must be all or a comma-separated list of {', '.join(JOB_STATES)}, got {wrong[0]!r}")  # fmt: skip
+    labels = parse_selector(label, named("label", "label")) if label else None
+    return JobFilter(name or None, task or None, kind, labels, states)
+
+
+def job_state(job: Job, settled: bool = False) -> str:
+    """The one word for a job's state, in the API, the CLI and the dashboard: deleted | paused |
+    done | enabled. done: a bounded recurring job with nothing left to write (done_at), or a
+    one-off whose execution is final (`settled`: none of its executions is pending, queued or
+    running; the store's job_settled_many and job_page's state filter judge it the same way)."""
+    if job.deleted_at is not None:
+        return "deleted"
+    if not job.enabled:
+        return "paused"
+    if job.done_at is not None or (job.schedule_kind != "cron" and settled):
+        return "done"
+    return "enabled"
 
 
 @dataclass(frozen=True)

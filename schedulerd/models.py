@@ -75,6 +75,23 @@ class Job(_Row):
     dst_repeated: str | None  # first | both; None: the DST rule (README "The DST rule")
     dst_missing: str | None  # shift | skip; None: the DST rule
     tzdata_version: str | None  # tz database that resolved its written occurrences ('mixed': several)
+    labels: dict[str, str]  # core/labels.py
+    start_at: datetime | None  # bounds of a recurring schedule (core/bounds.py)
+    end_at: datetime | None
+    max_runs: int | None
+    runs_written: int  # scheduled occurrences written so far: max_runs caps it
+    done_at: datetime | None  # when the schedule was found to have nothing left to write
+
+
+@dataclass(frozen=True, slots=True)
+class JobFilter:
+    """Which jobs a list shows (jobs.job_filter builds it from a request); None: any."""
+
+    name_prefix: str | None = None
+    task: str | None = None
+    kind: str | None = None  # cron | one-off
+    labels: dict[str, str] | None = None  # a selector: the job carries every pair
+    states: tuple[str, ...] | None = None  # jobs.job_state's words
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,10 @@ class JobCreate(_Input):
     dst_repeated: Literal["first", "both"] | None = Field(None, description=doc("dst_repeated"))
     dst_missing: Literal["shift", "skip"] | None = Field(None, description=doc("dst_missing"))
     overlap: Overlap = Field("allow", description=OVERLAP_HELP)
+    labels: dict[StrictStr, StrictStr] = Field(default_factory=dict, description=doc("labels"))
+    start_at: Instant | None = Field(None, description=doc("start_at"))
+    end_at: Instant | None = Field(None, description=doc("end_at"))
+    max_runs: StrictInt | None = Field(None, ge=1, le=2**31 - 1, description=doc("max_runs"))
 
     def spec(self, tenant: str) -> JobSpec:
         """The job this body asks for, filed under `tenant` (the token's, or the CLI's)."""
@@ -93,7 +97,7 @@ class JobCreate(_Input):
             window_s=self.window_s, name=self.name, max_attempts=self.retry.max_attempts, timeout_s=self.timeout_s,
             backoff_base_s=self.retry.backoff_base_s, backoff_factor=self.retry.backoff_factor,
             backoff_max_s=self.retry.backoff_max_s, dst_repeated=self.dst_repeated, dst_missing=self.dst_missing,
-            overlap=self.overlap,
+            overlap=self.overlap, labels=self.labels, start_at=self.start_at, end_at=self.end_at, max_runs=self.max_runs,
         )  # fmt: skip
 
 
@@ -300,7 +304,14 @@ class Job(BaseModel):
     retry: Retry
     timeout_s: float
     overlap: Overlap = Field(..., description=OVERLAP_HELP)
-    state: Literal["enabled", "paused", "deleted"]
+    state: Literal["enabled", "paused", "done", "deleted"] = Field(
+        ..., description="done: a bounded recurring job with no run left to write, or a one-off whose run is final")
+    labels: dict[str, str] = Field(default_factory=dict, description=doc("labels"))
+    start_at: datetime | None = Field(None, description=doc("start_at"))
+    end_at: datetime | None = Field(None, description=doc("end_at"))
+    max_runs: int | None = Field(None, description=doc("max_runs"))
+    runs_written: int = Field(0, description="scheduled runs written so far (max_runs caps it)")
+    done_at: datetime | None = Field(None, description="when a bounded job was found to have no run left")
     pause: Pause | None = Field(None, description="who paused the job and why (while it is paused)")
     created_at: datetime
     updated_at: datetime

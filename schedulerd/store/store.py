@@ -17,7 +17,7 @@ import asyncpg
 from schedulerd.core.ids import scheduled_for_bounds
 from schedulerd.models import (
     ApiToken, Attempt, CancelPlan, Claim, Enqueue, Execution, FailedExecution, Forecast, IdempotencyRecord, Job, JobAction,
-    LastExecution,
+    JobFilter, LastExecution,
     LateExecution, MinuteStats, Outcome, Redrive, TenantStats, TzMovedJob, TzRecompute,
 )  # fmt: skip
 from schedulerd.store.sql import QUERIES
@@ -168,10 +168,6 @@ class Store:
         row = await self.db.fetchrow(QUERIES["job_get"], job_id)
         return Job.from_row(row) if row else None
 
-    async def job_list(self, *, tenant: str | None = None, deleted: bool = False, limit: int = 100) -> list[Job]:
-        rows = await self.db.fetch(QUERIES["job_list"], tenant, deleted, limit)
-        return [Job.from_row(r) for r in rows]
-
     async def job_lock(self, job_id: UUID) -> Job | None:
         row = await self.db.fetchrow(QUERIES["job_lock"], job_id)
         return Job.from_row(row) if row else None
@@ -197,10 +193,12 @@ class Store:
         rows = await self.db.fetch(QUERIES["job_due_for_materialising"], horizon_s, limit)
         return [Job.from_row(r) for r in rows], (rows[0]["now"] if rows else None)
 
-    async def job_advance_cursor_many(self, cursors: Sequence[tuple[UUID, datetime]], tzdata_version: str) -> None:
+    async def job_advance_cursor_many(self, cursors: Sequence[tuple[UUID, datetime, int, bool]], tzdata_version: str) -> None:
+        """(job, new cursor, occurrences written, done) for each job."""
         await self.db.execute(
-            QUERIES["job_advance_cursor_many"], [c[0] for c in cursors], [c[1] for c in cursors], tzdata_version
-        )
+            QUERIES["job_advance_cursor_many"], [c[0] for c in cursors], [c[1] for c in cursors], tzdata_version,
+            [c[2] for c in cursors], [c[3] for c in cursors],
+        )  # fmt: skip
 
     async def job_horizon(self) -> tuple[datetime | None, datetime]:
         """(least-advanced cursor of enabled cron jobs or None, Postgres's now)."""
@@ -542,11 +540,35 @@ class Store:
                 return total
 
     async def job_page(
-        self, tenant: str, *, deleted: bool, after: tuple[datetime, UUID] | None, limit: int
+        self, tenant: str, *, deleted: bool, after: tuple[datetime, UUID] | None, limit: int,
+        find: JobFilter | None = None,
+    ) -> list[Job]:  # fmt: skip
+        """A tenant's jobs newest first, after the cursor, matching `find`."""
+        return await self._job_page(tenant, deleted, after, limit, find)
+
+    async def job_page_any_tenant(
+        self, *, deleted: bool, after: tuple[datetime, UUID] | None, limit: int, find: JobFilter | None = None
+    ) -> list[Job]:
+        """job_page over every tenant's jobs (the operator's CLI)."""
+        return await self._job_page(None, deleted, after, limit, find)
+
+    async def _job_page(
+        self, tenant: str | None, deleted: bool, after: tuple[datetime, UUID] | None, limit: int, find: JobFilter | None
     ) -> list[Job]:
         after = after or (datetime.max.replace(tzinfo=UTC), UUID(int=(1 << 128) - 1))
-        rows = await self.db.fetch(QUERIES["job_page"], tenant, deleted, after[0], after[1], limit)
+        f = find or JobFilter()
+        pattern = f.name_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%" \
+            if f.name_prefix is not None else None  # fmt: skip
+        rows = await self.db.fetch(
+            QUERIES["job_page" if tenant is not None else "job_page_any_tenant"], tenant, deleted, after[0], after[1],
+            limit, pattern, f.task, f.kind, f.labels or None,
+            list(f.states) if f.states is not None else None,
+        )  # fmt: skip
         return [Job.from_row(r) for r in rows]
+
+    async def job_settled_many(self, job_ids: Sequence[UUID]) -> set[UUID]:
+        """The one-offs among these jobs whose run is final (none unfinished)."""
+        return {r["id"] for r in await self.db.fetch(QUERIES["job_settled_many"], list(job_ids))}
 
     async def job_last_executions(self, job_ids: Sequence[UUID]) -> dict[UUID, LastExecution]:
         rows = await self.db.fetch(QUERIES["job_last_executions"], list(job_ids))
@@ -815,8 +837,9 @@ class Store:
         created at `created_at`, each one-off with its execution (`execution_ids`, aligned with
         the rows; None for a cron job), scheduled and due at its run_at. Returns the ids written
         pending (the dispatcher will queue them); the others are queued: ZADD them after the commit."""
+        # $1-$21 the first columns, $22-$25 the batch's settings, $26- the columns added after them.
         return set(await self.db.fetchval(
-            QUERIES["job_insert_many"], *columns, created_at, execution_ids, horizon_s, queue_now
+            QUERIES["job_insert_many"], *columns[:21], created_at, execution_ids, horizon_s, queue_now, *columns[21:]
         ))  # fmt: skip
 
     async def execution_committed(self, execution_ids: Sequence[UUID]) -> list[Enqueue]:

@@ -39,6 +39,7 @@ from schedulerd.core.schedule import zone_rules
 from schedulerd.dead_letters import DeadLetters
 from schedulerd.errors import NotFoundError, TooLateError, ValidationError
 from schedulerd.jobs import Jobs, JobSpec
+from schedulerd.materialiser import Materialiser
 from schedulerd.models import Enqueue
 from schedulerd.queue import DelayQueue, Pop, score_ms
 from schedulerd.retention import Retention
@@ -181,7 +182,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.claimed: dict[uuid.UUID, list[int]] = {}  # fences the claim returned, in order
         self.forced_expiry: set[tuple[uuid.UUID, int]] = set()  # leases the machine ran out on purpose
         self.disabled: dict[uuid.UUID, list[list[datetime | None]]] = {}  # job -> [[disabled_after, enabled_before]]
-        self.jobs_made: dict[uuid.UUID, str] = {}  # job id -> "one_off" | "cron" | "tz"
+        self.jobs_made: dict[uuid.UUID, str] = {}  # job id -> "one_off" | "cron" | "tz" | "bounded"
+        self.max_runs: dict[uuid.UUID, int] = {}  # bounded jobs: at most this many scheduled executions, ever
         self.deleted: set[uuid.UUID] = set()
         self.cancelled: dict[uuid.UUID, int] = {}  # execution -> its fence when a cancel of it committed
         self.last_seen: dict[uuid.UUID, tuple[str, int, datetime]] = {}  # status, fence, scheduled_for
@@ -440,13 +442,37 @@ class LifecycleMachine(RuleBasedStateMachine):
         spec = JobSpec(task=kind, tenant="t1", cron=cron, timezone=zone, max_attempts=attempts, timeout_s=5.0)
         self.run(self._create(spec, "cron" if zone == "UTC" else "tz"), f"create cron {cron!r} {zone} {kind}")
 
+    @action(1, max_runs=st.sampled_from([1, 3, 8]))
+    def create_bounded(self, max_runs: int) -> None:
+        """Every minute, at most max_runs times: 8 is more than the 5-minute horizon writes at once."""
+        spec = JobSpec(task="lifecycle.ok", tenant="t1", cron="* * * * *", max_runs=max_runs, timeout_s=5.0)
+        self.run(self._create(spec, "bounded"), f"create bounded every minute max_runs={max_runs}")
+
+    @action(1, when=lambda self: bool(self.max_runs), data=DATA, back_min=st.sampled_from([3, 30]))
+    def rewind_bounded(self, data: st.DataObject, back_min: int) -> None:
+        """A bounded job's cursor moved back (as if its rows were lost or never counted) and the
+        materialiser runs: the count it keeps, not the rows, caps what it writes."""
+        job_id = self._pick_job(data, ("bounded",))
+
+        async def go() -> None:
+            await self.store.db.execute(
+                "UPDATE jobs SET materialised_to = materialised_to - make_interval(mins => $2) WHERE id = $1", job_id, back_min
+            )
+            materialiser = Materialiser(self.store, self.queue, self.config.materialiser,
+                                        dispatch_horizon_s=self.config.dispatcher.horizon_s)  # fmt: skip
+            await materialiser.run_once()
+
+        self.run(go(), f"rewind bounded {str(job_id)[-6:]} {back_min} min and materialise")
+
     async def _create(self, spec: JobSpec, kind: str) -> None:
         job, executions = await create_job(self.jobs, spec)
         self.jobs_made[job.id] = kind
+        if spec.max_runs is not None:
+            self.max_runs[job.id] = spec.max_runs
         for execution in executions:
             self.accepted[execution.id] = "schedule" if kind != "one_off" else "one_off"
 
-    def _pick_job(self, data: st.DataObject, kinds: tuple[str, ...] = ("one_off", "cron", "tz")) -> uuid.UUID | None:
+    def _pick_job(self, data: st.DataObject, kinds: tuple[str, ...] = ("one_off", "cron", "tz", "bounded")) -> uuid.UUID | None:
         candidates = sorted(j for j, k in self.jobs_made.items() if k in kinds)
         return data.draw(st.sampled_from(candidates)) if candidates else None
 
@@ -500,7 +526,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @action(1, when=lambda self: bool(self.disabled), data=DATA)
     def resume(self, data: st.DataObject) -> None:
-        job_id = self._pick_job(data, ("cron", "tz"))
+        job_id = self._pick_job(data, ("cron", "tz", "bounded"))
         if job_id is None or job_id in self.deleted:
             return
 
@@ -851,6 +877,18 @@ class LifecycleMachine(RuleBasedStateMachine):
             row = rows.get(execution_id)
             if row is not None and row["status"] in ("pending", "queued") and not redrive_fences.get(execution_id):
                 self.violations.append(f"cancelled execution queued again: {execution_id} is {row['status']}")
+        # 7. A bounded job never writes more scheduled executions than its max_runs, and counts each.
+        if self.max_runs:
+            for r in await self.store.db.fetch(
+                "SELECT j.id, j.runs_written, j.done_at, (SELECT count(*) FROM executions e WHERE e.job_id = j.id "
+                "AND e.origin = 'scheduled') AS scheduled FROM jobs j WHERE j.id = ANY($1::uuid[])", list(self.max_runs)
+            ):
+                cap = self.max_runs[r["id"]]
+                if r["scheduled"] > cap or r["runs_written"] > cap or r["scheduled"] > r["runs_written"]:
+                    self.violations.append(
+                        f"bounded job {r['id']} over its max_runs {cap}: {r['scheduled']} scheduled executions, "
+                        f"runs_written {r['runs_written']}"
+                    )
 
     async def _check_servable(self, due: list[asyncpg.Record]) -> None:
         queue = self.sweeper.queue

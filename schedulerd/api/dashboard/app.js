@@ -87,8 +87,36 @@ function showLogin(message) {
   $("login-error").textContent = message || "";
 }
 
-async function jobsView() {
-  const page = await api("GET", "/v1/jobs?limit=100");
+const labelText = (labels) => Object.entries(labels || {}).map(([k, v]) => `${k}=${v}`).join(",");
+const JOB_FILTERS = ["name", "label", "task", "kind", "state"];
+const JOB_PAGE = 100; // jobs per page of the jobs list
+
+// The jobs list: a filter box (name prefix, label selector, task, kind, state; in the hash) and
+// pages by the API's cursor. Done jobs (finished one-offs, bounded jobs with no run left) show
+// when the state asks for them.
+async function jobsView(query) {
+  const filters = new URLSearchParams(query || "");
+  const params = new URLSearchParams({ limit: String(JOB_PAGE) });
+  for (const key of [...JOB_FILTERS, "cursor"]) if (filters.get(key)) params.set(key, filters.get(key));
+  const page = await api("GET", `/v1/jobs?${params}`);
+  const older = new URLSearchParams(filters);
+  older.set("cursor", page.next_cursor || "");
+  const newest = new URLSearchParams(filters);
+  newest.delete("cursor");
+  const value = (key) => esc(filters.get(key) || "");
+  const choice = (key, choices) => choices.map(([v, text]) =>
+    `<option value="${v}"${(filters.get(key) || "") === v ? " selected" : ""}>${text}</option>`).join("");
+  const box = `<form id="job-filter" class="filters">
+    <label>Name <input name="name" value="${value("name")}" placeholder="starts with"></label>
+    <label>Labels <input name="label" value="${value("label")}" placeholder="team=billing,env=prod"></label>
+    <label>Task <input name="task" value="${value("task")}"></label>
+    <label>Kind <select name="kind">${choice("kind", [["", "any"], ["cron", "cron"], ["one-off", "one-off"]])}</select></label>
+    <label>State <select name="state">${choice("state", [["", "enabled, paused"], ["enabled", "enabled"], ["paused", "paused"],
+      ["done", "done"], ["all", "all"]])}</select></label>
+    <button type="submit">Find</button>
+    ${filters.get("cursor") ? `<a id="jobs-newest" href="#/jobs${newest.toString() ? `?${esc(newest.toString())}` : ""}">newest</a>` : ""}
+    ${page.next_cursor ? `<a id="jobs-older" href="#/jobs?${esc(older.toString())}">older →</a>` : ""}</form>`;
+  const filtered = JOB_FILTERS.some((key) => filters.get(key));
   const rows = page.items.map((job) => {
     remember(job);
     const schedule = job.cron ? `<code>${esc(job.cron)}</code>` : esc(job.schedule_kind);
@@ -96,13 +124,15 @@ async function jobsView() {
     const last = job.last_execution
       ? `${badge(job.last_execution.status)} ${when(job.last_execution.scheduled_for, job.timezone)}` : "–";
     return `<tr class="link job" data-id="${esc(job.id)}" data-href="#/jobs/${esc(job.id)}">
-      <td>${esc(job.name || job.id.slice(0, 8))}</td><td>${esc(job.task)}</td><td>${schedule}</td>
+      <td>${esc(job.name || job.id.slice(0, 8))}${labelText(job.labels) ? `<span class="note labels">${esc(labelText(job.labels))}</span>` : ""}</td>
+      <td>${esc(job.task)}</td><td>${schedule}</td>
       <td>${esc(job.timezone)}</td><td>${esc(job.state)}${job.pause ? `<span class="note">${esc(pauseText(job.pause))}</span>` : ""}${overrunFlag(job)}</td>
       <td>${next}</td><td>${last}</td></tr>`;
   });
-  return `<h1>Jobs</h1><div class="scroll"><table id="jobs"><thead><tr><th>Name</th><th>Task</th><th>Schedule</th><th>Zone</th>
+  return `<h1>Jobs</h1>${box}<div class="scroll"><table id="jobs"><thead><tr><th>Name</th><th>Task</th><th>Schedule</th><th>Zone</th>
     <th>State</th><th>Next runs</th><th>Last outcome</th></tr></thead><tbody>${rows.join("") ||
-    '<tr><td colspan="7">No jobs yet: create one above.</td></tr>'}</tbody></table></div>`;
+    (filtered || filters.get("cursor") ? '<tr><td colspan="7">No job matches.</td></tr>'
+      : '<tr><td colspan="7">No jobs yet: create one above.</td></tr>')}</tbody></table></div>`;
 }
 
 function runRow(e, zone) {
@@ -160,6 +190,8 @@ async function jobView(id, query) {
     <dt>state</dt><dd id="job-state">${esc(job.state)}${job.pause ? ` since ${when(job.pause.at, "UTC")}
       <span class="note">${esc(pauseText(job.pause))}</span>` : ""}</dd><dt>params</dt><dd><code>${esc(JSON.stringify(job.params))}</code></dd>
     <dt>overlap</dt><dd id="job-overlap-policy">${esc(job.overlap)}</dd>
+    <dt>labels</dt><dd id="job-labels">${esc(labelText(job.labels) || "–")}</dd>
+    ${bounded(job) ? `<dt>bounds</dt><dd id="job-bounds">${bounded(job)}</dd>` : ""}
     ${job.overrun ? `<dt>run time</dt><dd id="job-overrun" class="${job.overrun.warning ? "error" : ""}">${overrunText(job.overrun)}</dd>` : ""}
     ${dst}<dt>next runs</dt><dd id="next-runs">${nextRuns}</dd></dl>
     <p id="job-actions" data-id="${esc(job.id)}">${actions}</p>
@@ -176,6 +208,14 @@ async function jobView(id, query) {
       ${next.next_cursor ? `<a id="upcoming-later" href="${esc(path(later))}">later →</a>` : ""}</p>
     <div class="scroll"><table id="upcoming">${head}
     <tbody>${upcomingRows.join("") || '<tr><td colspan="8">Nothing waiting to start.</td></tr>'}</tbody></table></div>`;
+}
+
+function bounded(job) {
+  const parts = [];
+  if (job.start_at) parts.push(`from ${when(job.start_at, job.timezone)}`);
+  if (job.end_at) parts.push(`until ${when(job.end_at, job.timezone)}`);
+  if (job.max_runs) parts.push(`at most ${esc(job.max_runs)} runs (${esc(job.runs_written)} written)`);
+  return parts.join(", ");
 }
 
 function overrunFlag(job) {
@@ -272,10 +312,10 @@ async function render() {
   if (!sessionStorage.getItem(TOKEN_KEY)) return showLogin();
   const [route, query] = (location.hash || "#/jobs").split("?");
   const [, kind, id] = route.split("/");
-  if (document.activeElement?.matches?.("#failed-filter input, #run-filter select")) return; // do not wipe a filter being used
+  if (document.activeElement?.matches?.("#failed-filter input, #run-filter select, #job-filter input, #job-filter select")) return; // do not wipe a filter being used
   try {
     const html = kind === "jobs" && id ? await jobView(id, query) : kind === "executions" && id ? await executionView(id)
-      : kind === "overview" ? await overviewView() : kind === "failed" ? await failedView(query) : await jobsView();
+      : kind === "overview" ? await overviewView() : kind === "failed" ? await failedView(query) : await jobsView(query);
     $("view").innerHTML = html;
     $("new-job").hidden = !(kind === "jobs" && !id);
     $("refreshed").textContent = `refreshed ${formatIn(new Date().toISOString(), "UTC")}`;
@@ -349,12 +389,12 @@ $("view").addEventListener("change", (event) => {
 
 $("view").addEventListener("submit", (event) => {
   if (event.target.id === "run-filter") return event.preventDefault(); // the select acts on change
-  if (event.target.id !== "failed-filter") return;
+  if (event.target.id !== "failed-filter" && event.target.id !== "job-filter") return;
   event.preventDefault();
   const filters = new URLSearchParams();
-  for (const [key, value] of new FormData(event.target)) if (value) filters.set(key, value);
+  for (const [key, value] of new FormData(event.target)) if (value) filters.set(key, value.trim());
   document.activeElement?.blur();
-  location.hash = `#/failed?${filters}`;
+  location.hash = `${event.target.id === "job-filter" ? "#/jobs" : "#/failed"}?${filters}`;
 });
 
 $("view").addEventListener("click", async (event) => {
