@@ -57,14 +57,21 @@ def _ops_commands(commands: Commands) -> None:
 
 
 def _job_commands(commands: Commands) -> None:
-    """job create | list | show | update | pause | resume | delete | trigger | backfill | why | next."""
+    """job create | list | show | update | pause | resume | delete | trigger | cancel | backfill | why | next."""
     job = commands.add_parser("job", help="create and inspect jobs").add_subparsers(dest="job_command", required=True)
     create = job.add_parser("create", help="create a job: now, --at/--in a time, or on a --cron schedule; or many "
                             "with --from-file")
     _job_create_flags(create)
-    listing_jobs = job.add_parser("list", help="jobs, newest first")
+    listing_jobs = job.add_parser("list", help="jobs, newest first; done ones (finished one-offs) only when asked (--state)")
     listing_jobs.add_argument("--tenant")
     listing_jobs.add_argument("--deleted", action="store_true", help="include deleted jobs")
+    listing_jobs.add_argument("--name", help="jobs whose name starts with this")
+    listing_jobs.add_argument("--task", help="jobs of this task type")
+    listing_jobs.add_argument("--kind", choices=("cron", "one-off"), help="recurring (cron) or one-off jobs")
+    listing_jobs.add_argument("--state", help="a comma-separated list of enabled, paused, done, deleted, or all "
+                              "(default enabled,paused)")
+    listing_jobs.add_argument("--label", metavar="SELECTOR", help="jobs carrying every pair: team=billing,env=prod")
+    listing_jobs.add_argument("--cursor", help="the next page: the cursor the previous page printed")
     listing_jobs.add_argument("--limit", type=int, default=100)
     listing_jobs.add_argument("--json", action="store_true")
     _job_update_flags(job.add_parser("update", help="edit a job in place: its next runs follow the new spec "
@@ -72,12 +79,25 @@ def _job_commands(commands: Commands) -> None:
     for name, text in [("show", "one job"), ("pause", "stop a job; cancels its unstarted executions"),
                        ("resume", "start a paused cron job again from now"),
                        ("delete", "stop a job for good (its history stays)"), ("trigger", "run a job once now")]:
-        sub = job.add_parser(name, help=text)
-        sub.add_argument("id")
+        steering = name != "show"
+        sub = job.add_parser(name, help=text + (" (or every job matching --label)" if steering else ""))
+        sub.add_argument("id", nargs="?" if steering else None)
         sub.add_argument("--json", action="store_true")
         if name == "pause":
             sub.add_argument("--note", help="why it is paused (shown with the job until it is resumed)")
-            sub.add_argument("--by", help="who paused it (default: cli:$USER)")
+        if steering:
+            sub.add_argument("--by", help=f"who {name}s (default: cli:$USER)")
+            sub.add_argument("--label", metavar="SELECTOR",
+                             help="instead of an id: every job of --tenant whose labels match (team=billing,env=prod); "
+                                  "recorded with who and when")
+            sub.add_argument("--tenant", default="default", help="with --label: whose jobs (default: default)")
+            sub.add_argument("--plan", action="store_true", help="with --label: count what would change, change nothing")
+    cancel = job.add_parser("cancel", help="cancel the unstarted runs of every job matching --label")
+    cancel.add_argument("--label", metavar="SELECTOR", required=True, help="the jobs whose labels match (team=billing)")
+    cancel.add_argument("--tenant", default="default", help="whose jobs (default: default)")
+    cancel.add_argument("--plan", action="store_true", help="count what would be cancelled, cancel nothing")
+    cancel.add_argument("--by", help="who cancels (default: cli:$USER)")
+    cancel.add_argument("--json", action="store_true")
     backfill = job.add_parser("backfill", help="create a cron job's occurrences in a past range [from, to) as executions")
     backfill.add_argument("id")
     backfill.add_argument("--from", dest="from_", required=True, help="ISO 8601 instant with offset (inclusive)")
@@ -104,6 +124,10 @@ _CREATE_FLAG_OPTIONS: dict[str, dict[str, Any]] = {
     "--overlap": {"default": "allow"},
     "--tenant": {"default": "default"},
     "--max-attempts": {"type": int},
+    "--max-runs": {"type": int},
+    "--labels": {"metavar": "SELECTOR"},
+    "--start-at": {"metavar": "INSTANT"},
+    "--end-at": {"metavar": "INSTANT"},
 }  # fmt: skip
 _WHEN_FLAGS = frozenset({"--at", "--in", "--cron"})  # when the job runs: one of them at most
 # A refusal names a field (job_fields: JobSpec's name); the user of `job create` typed flags.
@@ -154,6 +178,8 @@ def _schedule_commands(commands: Commands) -> None:
     for field in job_fields.FIELDS:
         if field.spec in ("dst_repeated", "dst_missing") and field.flag is not None:  # as `job create` takes them
             preview.add_argument(field.flag, choices=field.choices, help=field.doc)
+        if field.spec in ("start_at", "end_at", "max_runs") and field.flag is not None:
+            preview.add_argument(field.flag, help=field.doc, **_CREATE_FLAG_OPTIONS.get(field.flag, {}))
     preview.add_argument("--json", action="store_true")
 
     tz = commands.add_parser("tz", help="the tz database and its changes").add_subparsers(dest="tz_command", required=True)
@@ -180,7 +206,7 @@ def _tenant_commands(commands: Commands) -> None:
 
 
 def _execution_commands(commands: Commands) -> None:
-    """executions list | show | redrive: what ran, and failed ones given another budget."""
+    """executions list | show | cancel | redrive: what ran, stopping runs, and failed ones given another budget."""
     executions = commands.add_parser("executions", help="inspect executions").add_subparsers(
         dest="executions_command", required=True
     )
@@ -205,6 +231,21 @@ def _execution_commands(commands: Commands) -> None:
     _failed_filters(redrive, "")
     redrive.add_argument("--by", help="who redrives (default: cli:$USER)")
     redrive.add_argument("--json", action="store_true")
+    cancel = executions.add_parser(
+        "cancel", help="cancel executions by id, or every one matching filters: unstarted ones at once, running ones "
+        "at their next heartbeat"
+    )  # fmt: skip
+    cancel.add_argument("ids", nargs="*", metavar="ID")
+    cancel.add_argument("--tenant", help="only this tenant's executions (with filters: default default)")
+    cancel.add_argument("--job", help="every unsettled execution of this job")
+    cancel.add_argument("--status", action="append", choices=["pending", "queued", "running"],
+                        help="only these statuses (repeat it; default pending and queued)")
+    cancel.add_argument("--label", metavar="SELECTOR", help="only those whose job's labels match (team=billing,env=prod)")
+    cancel.add_argument("--due-from", help="only those due at or after this ISO 8601 instant")
+    cancel.add_argument("--due-to", help="only those due before this ISO 8601 instant")
+    cancel.add_argument("--plan", action="store_true", help="with filters: count and list what would be cancelled, cancel nothing")
+    cancel.add_argument("--by", help="who cancels (default: cli:$USER)")
+    cancel.add_argument("--json", action="store_true")
     show = executions.add_parser("show", help="one execution with every attempt")
     show.add_argument("id")
     show.add_argument("--json", action="store_true")
@@ -256,6 +297,7 @@ def _parse(field: str, parse: Callable[[str], T], text: str) -> T:
 
 
 def _job_spec(args: argparse.Namespace) -> Any:
+    from schedulerd.core.labels import parse_selector
     from schedulerd.jobs import JobSpec
 
     params = _parse("--params", json.loads, args.params)
@@ -271,6 +313,9 @@ def _job_spec(args: argparse.Namespace) -> Any:
         name=args.name, max_attempts=args.max_attempts, overlap=args.overlap,
         timeout_s=_parse("--timeout", parse_duration_s, args.timeout) if args.timeout else None,
         dst_repeated=args.dst_repeated, dst_missing=args.dst_missing,
+        labels=parse_selector(args.labels, "--labels") if args.labels else {},
+        start_at=_parse("--start-at", parse_instant, args.start_at) if args.start_at else None,
+        end_at=_parse("--end-at", parse_instant, args.end_at) if args.end_at else None, max_runs=args.max_runs,
     )  # fmt: skip
 
 
@@ -381,15 +426,34 @@ async def _job_create(args: argparse.Namespace, config: Config) -> None:
 
 
 async def _job_list(args: argparse.Namespace, config: Config) -> None:
+    from schedulerd.api.errors import ApiError
+    from schedulerd.api.routes.common import decode_cursor, encode_cursor
+    from schedulerd.jobs import job_filter, job_state
+
     if not 1 <= args.limit <= 1000:
         raise ValidationError("--limit", f"must be between 1 and 1000, got {args.limit}")
+    find = job_filter(name=args.name, task=args.task, kind=args.kind, state=args.state, label=args.label,
+                      include_deleted=args.deleted, flags=_LIST_FLAGS)  # fmt: skip
+    try:
+        after = decode_cursor(args.cursor)
+    except ApiError:
+        raise ValidationError("--cursor", "is not a cursor `job list` printed") from None
+    deleted = find.states is None or "deleted" in find.states
     async with _Session(config) as jobs:
-        listed = await jobs.store.job_list(tenant=args.tenant, deleted=args.deleted, limit=args.limit)
-        last = await jobs.store.job_last_executions([j.id for j in listed]) if listed else {}
-    states = {j.id: _job_state(j, last.get(j.id)) for j in listed}
+        store = jobs.store
+        page = await (store.job_page(args.tenant, deleted=deleted, after=after, limit=args.limit + 1, find=find)
+                      if args.tenant else
+                      store.job_page_any_tenant(deleted=deleted, after=after, limit=args.limit + 1, find=find))  # fmt: skip
+        listed = page[: args.limit]
+        last = await store.job_last_executions([j.id for j in listed]) if listed else {}
+        settled = await store.job_settled_many([j.id for j in listed if j.cron is None]) if listed else set()
+    states = {j.id: job_state(j, j.id in settled) for j in listed}
+    next_cursor = encode_cursor(listed[-1].created_at, listed[-1].id) if len(page) > args.limit else None
     if args.json:
         print(json.dumps([{**_jsonable(j), "state": states[j.id], "last_status": last[j.id].status if j.id in last else None}
                           for j in listed]))  # fmt: skip
+        if next_cursor:  # stdout stays the list it always was
+            print(f"next page: --cursor {next_cursor}", file=sys.stderr)
         return
     header = ("ID", "NAME", "TENANT", "TASK", "SCHEDULE", "ZONE", "OVERLAP", "STATE", "LAST", "CREATED")
     rows = [
@@ -398,20 +462,11 @@ async def _job_list(args: argparse.Namespace, config: Config) -> None:
         for j in listed
     ]  # fmt: skip
     print(_table(rows, header) if rows else "no jobs")
+    if next_cursor:
+        print(f"next page: --cursor {next_cursor}")
 
 
-FINAL = frozenset({ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED, ExecutionStatus.SKIPPED})
-
-
-def _job_state(job: Any, last: Any) -> str:
-    """deleted | paused | done (a one-off whose run has finished: it will not run again) | enabled."""
-    if job.deleted_at:
-        return "deleted"
-    if not job.enabled:
-        return "paused"
-    if job.cron is None and last is not None and last.status in FINAL:
-        return "done"
-    return "enabled"
+_LIST_FLAGS = {"name": "--name", "task": "--task", "kind": "--kind", "state": "--state", "label": "--label"}
 
 
 def _print_job(job: Any, as_json: bool, **extra: Any) -> None:
@@ -437,14 +492,23 @@ def _overrun_view(judged: Any, config: Config) -> dict[str, Any] | None:
 
 
 async def _job_action(args: argparse.Namespace, config: Config) -> None:
+    if args.job_command != "show" and (args.label is not None or args.id is None):
+        await _job_bulk_action(args, config)
+        return
+    if args.job_command != "show" and args.plan:
+        raise ValidationError("--plan", "goes with --label (a single job's steering shows its result)")
     job_id = _uuid(args.id, "id")
     async with _Session(config) as jobs:
         if args.job_command == "show":
             from schedulerd.overrun_watch import overruns
 
+            from schedulerd.jobs import job_state
+
             job = await jobs.get(job_id)
             judged = (await overruns(jobs.store, [job], config.jobs, await jobs.store.clock_now())).get(job.id)
-            _print_job(job, args.json, overrun=_overrun_view(judged, config) if job.cron else None)
+            settled = job.cron is None and job.id in await jobs.store.job_settled_many([job.id])
+            _print_job(job, args.json, state=job_state(job, settled),
+                       overrun=_overrun_view(judged, config) if job.cron else None)  # fmt: skip
         elif args.job_command == "pause":
             job, cancelled = await jobs.pause(job_id, note=args.note, by=args.by or _cli_actor())
             _print_job(job, args.json, cancelled_executions=cancelled)
@@ -465,13 +529,16 @@ _UPDATE_READERS: dict[str, Callable[[str], Any]] = {
 
 
 def _update_changes(args: argparse.Namespace) -> dict[str, Any]:
+    from schedulerd.core.labels import parse_selector
+
+    readers = {**_UPDATE_READERS, "--labels": lambda text: parse_selector(text, "--labels")}
     changes: dict[str, Any] = {}
     for field in job_fields.EDITABLE:
         if field.flag is None:
             continue
         text = getattr(args, field.flag.removeprefix("--").replace("-", "_"))
         if text is not None:
-            reader = _UPDATE_READERS.get(field.flag)
+            reader = readers.get(field.flag)
             changes[field.spec] = _parse(field.flag, reader, text) if reader else text
     if not changes:
         raise ValidationError("id", "name at least one field to change (see `schedulerd job update --help`)")
@@ -503,6 +570,37 @@ async def _job_update(args: argparse.Namespace, config: Config) -> None:
     for name, listed in runs.items():
         print(f"{name} ({len(listed)}):")
         _print_runs(listed, job.timezone)
+
+
+async def _job_bulk_action(args: argparse.Namespace, config: Config) -> None:
+    """job pause|resume|trigger|delete|cancel --label SELECTOR [--plan]: every matching job."""
+    from schedulerd.cancels import Cancels
+    from schedulerd.job_actions import Action, JobActions, selector_of
+
+    if getattr(args, "id", None) is not None:
+        raise ValidationError("--label", "give a job id or --label, not both")
+    if args.label is None:
+        raise ValidationError("id", "give a job id, or --label SELECTOR for every matching job")
+    selector = selector_of(args.label, "--label")
+    async with _Session(config) as jobs:
+        done = await JobActions(jobs, Cancels(jobs.store)).run(
+            args.tenant, Action(args.job_command), selector, dry_run=args.plan, by=args.by or _cli_actor()
+        )  # fmt: skip
+    if args.json:
+        print(json.dumps({"action": done.action, "selector": done.selector, "dry_run": done.dry_run, "jobs": done.jobs,
+                          "executions": done.executions, "skipped": [str(i) for i in done.skipped],
+                          "record": _jsonable(done.record) if done.record else None}))  # fmt: skip
+        return
+    matching = f"{_plural(done.jobs, 'job')} matching {args.label}"
+    effect = "" if done.action == "resume" else f"; executions {'created' if done.action == 'trigger' else 'cancelled'}: "
+    effect += str(done.executions) if effect else ""
+    if done.dry_run:
+        print(f"plan: {done.action} {matching}{effect} (nothing changed; run again without --plan)")
+        return
+    skipped = f"; {len(done.skipped)} skipped (refused on the way)" if done.skipped else ""
+    print(f"{done.action}: {matching}{effect}{skipped}")
+    if done.record is not None:
+        print(f"recorded as action {done.record.id} by {done.record.actor} at {_time(done.record.at)}")
 
 
 def _cli_actor() -> str:
@@ -587,13 +685,24 @@ async def _cron_next(args: argparse.Namespace, config: Config) -> None:
         if str(exc).startswith("dst_"):
             field = "--dst-repeated" if args.dst_repeated else "--dst-missing"
         raise ValidationError(field, str(exc)) from None
-    runs = schedule.labelled_runs(start, args.count)
+    from schedulerd.core import bounds
+
+    start_at = _parse("--start-at", parse_instant, args.start_at) if args.start_at else None
+    end_at = _parse("--end-at", parse_instant, args.end_at) if args.end_at else None
+    try:
+        bounds.check_bounds(start_at, end_at, args.max_runs, recurring=True)
+    except ValidationError as exc:
+        raise _create_flag_error(exc) from None
+    # As a job created at --from with these bounds would run.
+    runs = bounds.next_runs(schedule.labelled_runs, start, args.count, bounds.Bounds(start_at, end_at, args.max_runs),
+                            at=lambda r: r.at)  # fmt: skip
     if schedule.interval_s is not None and not args.json:
         print(f"{args.expression.strip()}: elapsed time counted from {_time(start)} (a job counts from its "
               "creation); DST does not move it")  # fmt: skip
     _print_preview(runs, args.tz, args.json)
     if not runs and not args.json:
-        print(f"no runs after {_time(start)}: the calendar ends at 9999-12-31 (UTC and local)")
+        print(f"no runs after {_time(start)}" + (" inside the bounds" if start_at or end_at or args.max_runs else
+              ": the calendar ends at 9999-12-31 (UTC and local)"))  # fmt: skip
 
 
 async def _tz_report(args: argparse.Namespace, config: Config) -> None:
@@ -664,6 +773,78 @@ async def _executions_failed(args: argparse.Namespace, config: Config) -> None:
         for f in failed for e in [f.execution]
     ]  # fmt: skip
     print(_table(rows, header))
+
+
+async def _executions_cancel(args: argparse.Namespace, config: Config) -> None:
+    """executions cancel ID... | --job/--status/--label/--due-from/--due-to [--plan]."""
+    from schedulerd.cancels import UNSTARTED, CancelFilter, Cancels
+    from schedulerd.core.labels import parse_selector
+
+    filters = [f for f, v in (("--job", args.job), ("--status", args.status), ("--label", args.label),
+                              ("--due-from", args.due_from), ("--due-to", args.due_to)) if v is not None]  # fmt: skip
+    ids = [_uuid(text, "id") for text in args.ids]
+    if ids and filters:
+        raise ValidationError("id", f"give execution ids or filters ({', '.join(filters)}), not both")
+    if not ids and not filters:
+        raise ValidationError("id", "give execution ids, or filters: --job, --status, --label, --due-from, --due-to")
+    if ids and args.plan:
+        raise ValidationError("--plan", "goes with filters (cancelling by id shows each result)")
+    by = args.by or _cli_actor()
+    async with _Session(config) as jobs:
+        cancels = Cancels(jobs.store)
+        if ids:
+            await _cancel_each(cancels, ids, args, by)
+            return
+        which = CancelFilter(
+            statuses=tuple(args.status) if args.status else UNSTARTED,
+            job_id=_uuid(args.job, "--job") if args.job else None,
+            selector=parse_selector(args.label, "--label") if args.label is not None else None,
+            due_from=_flag_instant(args.due_from, "--due-from"), due_to=_flag_instant(args.due_to, "--due-to"),
+        )  # fmt: skip
+        done = await cancels.cancel_matching(args.tenant or "default", which, dry_run=args.plan, by=by)
+    if args.json:
+        print(json.dumps({"dry_run": done.dry_run, "matched": done.matched, "stop_requested": done.stop_requested,
+                          "sample": done.sample, "action": _jsonable(done.action) if done.action else None}))  # fmt: skip
+        return
+    running = f" ({done.stop_requested} running: asked to stop)" if done.stop_requested else ""
+    if done.dry_run:
+        for row in done.sample:
+            print(f"{row['id']}  {row['status']:8} due {row['due_at']}")
+        print(f"plan: {_plural(done.matched, 'execution')} would be cancelled{running} (nothing changed; run again "
+              "without --plan)")
+        return
+    print(f"{_plural(done.matched, 'execution')} cancelled{running}")
+
+
+async def _cancel_each(cancels: Any, ids: list[UUID], args: argparse.Namespace, by: str) -> None:
+    """Cancel executions one by one; one settled first is reported (exit 1 at the end), not fatal."""
+    from schedulerd.errors import TooLateError
+
+    too_late: list[str] = []
+    for execution_id in ids:
+        try:
+            done = await cancels.cancel(execution_id, args.tenant, by=by)
+        except TooLateError as exc:
+            too_late.append(str(exc))
+            continue
+        e = done.execution
+        if args.json:
+            print(json.dumps(_jsonable(e)))
+        elif done.stop_requested or e.status == "running":
+            print(f"execution {e.id} running: asked to stop (its handler is cancelled at the next heartbeat)")
+        else:
+            print(f"execution {e.id} cancelled")
+    if too_late:
+        raise TooLateError("; ".join(too_late), "settled")
+
+
+def _flag_instant(text: str | None, flag: str) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return parse_instant(text)
+    except ValueError as exc:
+        raise ValidationError(flag, str(exc)) from None
 
 
 async def _executions_redrive(args: argparse.Namespace, config: Config) -> None:
@@ -984,6 +1165,7 @@ COMMANDS = {
     ("job", "resume"): _job_action,
     ("job", "delete"): _job_action,
     ("job", "trigger"): _job_action,
+    ("job", "cancel"): _job_bulk_action,
     ("job", "next"): _job_next,
     ("job", "backfill"): _job_backfill,
     ("job", "why"): _job_why,
@@ -992,6 +1174,7 @@ COMMANDS = {
     ("executions", "list"): _executions_list,
     ("executions", "show"): _executions_show,
     ("executions", "redrive"): _executions_redrive,
+    ("executions", "cancel"): _executions_cancel,
     ("migrate", None): _migrate,
     ("tenant", "create"): _tenant_token,
     ("token", "create"): _tenant_token,

@@ -1,6 +1,6 @@
 """The Python producer API: `from schedulerd import Client`. Enqueue one job or many (batched),
 inside the application's own asyncpg transaction if it likes, edit a job in place, read an
-execution, wait for one.
+execution, wait for one, cancel one or many, act on every job matching a label selector.
 
 Connects like the daemon (config.toml, SCHEDULERD_* variables, the embedded servers' URLs) and
 checks task types against those live worker replicas registered: producers import no handlers.
@@ -27,8 +27,11 @@ from schedulerd import servers
 from schedulerd.clock import ServerClock
 from schedulerd.config import Config
 from schedulerd.core.durations import parse_duration_s, parse_instant
+from schedulerd.cancels import UNSTARTED, BulkCancel, CancelFilter, Cancels
+from schedulerd.core.labels import parse_selector
 from schedulerd.errors import ValidationError
 from schedulerd.intake import Enqueued, EnqueuedExecution, Intake, Item, Refused, Result, SharedBatches
+from schedulerd.job_actions import Action, ActionResult, JobActions, selector_of
 from schedulerd.job_fields import EDITABLE, renamed
 from schedulerd.jobs import Edit, Jobs, JobSpec
 from schedulerd.models import Enqueue, Execution, ExecutionStatus
@@ -68,15 +71,24 @@ def _seconds(value: Duration | None, name: str) -> float | None:
     raise ValidationError(name, f"must be seconds, a timedelta or a duration like '30s', got {type(value).__name__}")
 
 
-def _instant(value: datetime | str | None) -> datetime | None:
+def _instant(value: datetime | str | None, field: str = "at") -> datetime | None:
     if value is None or isinstance(value, datetime):
         return value
     if isinstance(value, str):
         try:
             return parse_instant(value)
         except ValueError as exc:
-            raise ValidationError("at", str(exc)) from None
-    raise ValidationError("at", f"must be an aware datetime or an ISO 8601 string, got {type(value).__name__}")
+            raise ValidationError(field, str(exc)) from None
+    raise ValidationError(field, f"must be an aware datetime or an ISO 8601 string, got {type(value).__name__}")
+
+
+def _labels(value: Any) -> dict[str, str]:
+    """A job's labels as JobSpec takes them (jobs.validate checks them)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValidationError("labels", f"must be a mapping of strings to strings, got {type(value).__name__}")
+    return dict(value)
 
 
 @dataclass(frozen=True)
@@ -105,6 +117,10 @@ class JobRequest:
     backoff_base_s: float | None = None
     backoff_factor: float | None = None
     backoff_max_s: float | None = None
+    labels: Mapping[str, str] | None = None
+    start_at: datetime | str | None = None  # cron: bounds (docs/schedules.md "Bounds")
+    end_at: datetime | str | None = None
+    max_runs: int | None = None
 
     def item(self) -> Item:
         """As the intake takes it; raises ValidationError naming the argument."""
@@ -137,7 +153,8 @@ def _item(options: Mapping[str, Any]) -> Item:
         max_attempts=get("max_attempts"), timeout_s=_seconds(get("timeout"), "timeout"),
         backoff_base_s=get("backoff_base_s"), backoff_factor=get("backoff_factor"), backoff_max_s=get("backoff_max_s"),
         dst_repeated=get("dst_repeated"), dst_missing=get("dst_missing"), overlap=get("overlap", "allow"),
-        delay_s=_seconds(get("in_"), "in_"),
+        delay_s=_seconds(get("in_"), "in_"), labels=_labels(get("labels")),
+        start_at=_instant(get("start_at"), "start_at"), end_at=_instant(get("end_at"), "end_at"), max_runs=get("max_runs"),
     )  # fmt: skip
     return Item(spec, get("idempotency_key"))
 
@@ -172,6 +189,16 @@ def _chunks(iterable: Iterable[T], size: int) -> Iterator[list[T]]:
     iterator = iter(iterable)
     while chunk := list(islice(iterator, size)):
         yield chunk
+
+
+def _actor(door: str) -> str:
+    """Who acted when no `by` is given: the door and the OS user (client:alice)."""
+    import getpass
+
+    try:
+        return f"{door}:{getpass.getuser()}"[:100]
+    except (KeyError, OSError):  # no user name for this uid (a container)
+        return door
 
 
 class Client:
@@ -374,6 +401,49 @@ class Client:
     async def get_execution(self, execution_id: UUID | str) -> Execution | None:
         return await self.store.execution_get(UUID(str(execution_id)))
 
+    async def cancel(self, execution_id: UUID | str, *, by: str | None = None) -> Execution:
+        """Cancel one execution: pending or queued (a retry waiting for its backoff too) ends
+        cancelled now; a running one is asked to stop, and its worker cancels the handler at the
+        next heartbeat (the attempt is recorded cancelled, never retried). Returns the execution
+        as it is now (a running one: still running, cancel_requested_at set). Cancelling a
+        cancelled one returns it again; one that settled first raises TooLateError (its status
+        in .status), a missing one NotFoundError. `by` says who (default client:$USER)."""
+        done = await Cancels(self.store).cancel(UUID(str(execution_id)), None, by=by or _actor("client"))
+        return done.execution
+
+    async def cancel_many(
+        self, *, tenant: str = "default", job: UUID | str | None = None, status: Iterable[str] | None = None,
+        label: str | None = None, due_from: datetime | str | None = None, due_to: datetime | str | None = None,
+        dry_run: bool = True, by: str | None = None,
+    ) -> BulkCancel:  # fmt: skip
+        """Cancel every execution of `tenant` matching all the criteria given: of `job`, in
+        `status` (among pending, queued, running; default pending and queued), whose job carries
+        the labels of selector `label` ("team=billing,env=prod"), due in [due_from, due_to).
+        dry_run=True (the default) counts them and returns a sample, writing nothing; False
+        cancels them (running ones asked to stop), a page at a time, and records who did it."""
+        which = CancelFilter(
+            statuses=tuple(status) if status is not None else UNSTARTED, job_id=UUID(str(job)) if job else None,
+            selector=parse_selector(label) if label is not None else None,
+            due_from=_instant(due_from, "due_from"), due_to=_instant(due_to, "due_to"),
+        )  # fmt: skip
+        return await Cancels(self.store).cancel_matching(tenant, which, dry_run=dry_run, by=by or _actor("client"))
+
+    async def job_action(
+        self, action: str, selector: str | Mapping[str, str], *, tenant: str = "default", dry_run: bool = True,
+        by: str | None = None,
+    ) -> ActionResult:  # fmt: skip
+        """pause | resume | trigger | delete | cancel (their unstarted runs) every job of `tenant`
+        whose labels match `selector` ("team=billing" or {"team": "billing"}), each as the
+        single-job steering does it. dry_run=True (the default) counts the jobs and executions it
+        would touch, writing nothing; False acts and records who did it and when (job_actions)."""
+        try:
+            chosen = Action(action)
+        except ValueError:
+            raise ValidationError("action", f"must be one of {', '.join(Action)}, got {action!r}") from None
+        actions = JobActions(Jobs(self.store, self.queue, self.config), Cancels(self.store))
+        return await actions.run(tenant, chosen, selector_of(dict(selector) if isinstance(selector, Mapping) else selector),
+                                 dry_run=dry_run, by=by or _actor("client"))  # fmt: skip
+
     async def wait(self, execution_id: UUID | str, timeout: float = 30.0, *, poll_s: float = 0.05) -> Execution:
         """Wait until the execution is final (succeeded, failed, skipped, cancelled); returns
         it. Raises TimeoutError after `timeout` seconds, LookupError when there is no such one."""
@@ -429,6 +499,15 @@ class SyncClient:
 
     def wait(self, execution_id: UUID | str, timeout: float = 30.0) -> Execution:
         return self._run(self.client.wait(execution_id, timeout))
+
+    def cancel(self, execution_id: UUID | str, *, by: str | None = None) -> Execution:
+        return self._run(self.client.cancel(execution_id, by=by))
+
+    def cancel_many(self, **criteria: Any) -> BulkCancel:
+        return self._run(self.client.cancel_many(**criteria))
+
+    def job_action(self, action: str, selector: str | Mapping[str, str], **options: Any) -> ActionResult:
+        return self._run(self.client.job_action(action, selector, **options))
 
     def close(self) -> None:
         try:

@@ -47,6 +47,15 @@ class StaleVersionError(ConflictError):
     """The job is not at the version the request expected (If-Match): it was edited meanwhile."""
 
 
+class TooLateError(SchedulerdError):
+    """The execution settled before the cancel reached it (succeeded, failed, skipped): its
+    outcome stands. `status` names it."""
+
+    def __init__(self, message: str, status: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class SchemaError(SchedulerdError):
     """The database lacks migrations this code needs (run `schedulerd migrate`, or start the daemon)."""
 

@@ -17,7 +17,7 @@ import hashlib
 import json
 import operator
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -40,7 +40,7 @@ from schedulerd.transient import enqueue_committed
 JOB_COLUMNS = (
     "id", "tenant", "name", "task", "params_json", "schedule_kind", "run_at", "cron", "timezone", "misfire_policy",
     "catch_up_limit", "window_s", "max_attempts", "backoff_base_s", "backoff_factor", "backoff_max_s", "timeout_s",
-    "dst_repeated", "dst_missing", "tzdata_version", "overlap",
+    "dst_repeated", "dst_missing", "tzdata_version", "overlap", "labels_json", "start_at", "end_at", "max_runs",
 )  # fmt: skip
 # A dispatch horizon no due time is inside: inside an application's transaction every new
 # execution is written pending, for the dispatcher to enqueue once it can see the row.
@@ -177,7 +177,8 @@ def _job(values: dict[str, Any], created_at: datetime) -> Job:
         backoff_max_s=values["backoff_max_s"], timeout_s=values["timeout_s"], overlap=values["overlap"],
         enabled=True, materialised_to=None, created_at=created_at, updated_at=created_at, deleted_at=None,
         paused_note=None, paused_by=None, paused_at=None, dst_repeated=values["dst_repeated"],
-        dst_missing=values["dst_missing"], tzdata_version=values["tzdata_version"],
+        dst_missing=values["dst_missing"], tzdata_version=values["tzdata_version"], labels=values["labels"],
+        start_at=values["start_at"], end_at=values["end_at"], max_runs=values["max_runs"], runs_written=0, done_at=None,
     )  # fmt: skip
 
 
@@ -368,6 +369,10 @@ class Intake:
                 tx, jobs, await tx.clock_now(), self.config.materialiser,
                 horizon_s if queue_now else NOT_QUEUED_HORIZON_S, late_config=self.config.late,
             )  # fmt: skip
+            # As the cursor UPDATE left them (done_at: Postgres's instant of it, near enough).
+            jobs = [replace(j, materialised_to=done.cursors[j.id][0], runs_written=done.cursors[j.id][1],
+                            done_at=created_at if j.id in done.done else None) if j.id in done.cursors else j
+                    for j in jobs]  # fmt: skip
             by_job: dict[UUID, list[EnqueuedExecution]] = {}
             for e in done.executions:
                 by_job.setdefault(e.job_id, []).append(EnqueuedExecution(e.id, e.due_at, e.status))

@@ -27,16 +27,18 @@ from schedulerd.config import MAX_CATCH_UP_LIMIT, Config
 from schedulerd.core.backfill import check_range, plan_backfill
 from schedulerd.core.durations import shifted, text_problem
 from schedulerd.core.ids import execution_id
-from schedulerd.core.labels import check_labels
 from schedulerd.core.late import LateReason
 from schedulerd.core.materialise import plan
 from schedulerd.core.misfire import MisfirePolicy
 from schedulerd.core.overlap import OverlapPolicy
 from schedulerd.core.schedule import DST_MISSING, DST_REPEATED, CronSchedule, Run, ScheduleError, schedule_of, smear_offset_s
 from schedulerd.errors import ConflictError, NotFoundError, StaleVersionError, UnknownTaskError, ValidationError
+from schedulerd.core import bounds
+from schedulerd.core.bounds import Bounds
+from schedulerd.core.labels import check_labels, parse_selector
 from schedulerd.job_fields import EDITABLE
-from schedulerd.materialising import materialise_jobs
-from schedulerd.models import Enqueue, Execution, ExecutionStatus, Job
+from schedulerd.materialising import bounds_of, materialise_jobs
+from schedulerd.models import Enqueue, Execution, ExecutionStatus, Job, JobFilter
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store
 from schedulerd.tasks import registry
@@ -84,6 +86,10 @@ class JobSpec:
     dst_missing: str | None = None  # cron jobs: shift | skip; None = the DST rule
     overlap: str = "allow"  # an occurrence due while the previous one runs: allow | skip | buffer_one | cancel_other
     delay_s: float | None = None  # one-off: run this long after `now` (Postgres's clock), instead of run_at
+    labels: dict[str, str] = field(default_factory=dict)  # core/labels.py
+    start_at: datetime | None = None  # recurring jobs: no occurrence before this instant
+    end_at: datetime | None = None  # recurring jobs: none at or after this instant
+    max_runs: int | None = None  # recurring jobs: at most this many occurrences in all
 
 
 def _check_text(text: str, field: str) -> None:
@@ -154,6 +160,8 @@ def validate(spec: JobSpec, config: Config, now: datetime, known_tasks: Collecti
     if spec.name is not None:
         _check_text(spec.name, "name")
     backoff_base_s, backoff_factor, backoff_max_s = _backoff(spec, config)
+    labels = check_labels(spec.labels) if spec.labels else {}
+    bounds.check_bounds(spec.start_at, spec.end_at, spec.max_runs, recurring=cron is not None)
     return {
         "id": uuid.uuid4(), "tenant": spec.tenant, "name": spec.name, "task": spec.task,
         "params": spec.params, "schedule_kind": kind, "run_at": run_at, "cron": cron,
@@ -164,6 +172,9 @@ def validate(spec: JobSpec, config: Config, now: datetime, known_tasks: Collecti
         "dst_repeated": spec.dst_repeated, "dst_missing": spec.dst_missing,
         "tzdata_version": tzdb.installed_version() if cron else None,
         "overlap": spec.overlap, "params_json": encoded,
+        "labels": labels, "labels_json": _PARAMS_ENCODER.encode(labels) if labels else "{}",
+        "start_at": spec.start_at.astimezone(UTC) if spec.start_at else None,
+        "end_at": spec.end_at.astimezone(UTC) if spec.end_at else None, "max_runs": spec.max_runs,
     }  # fmt: skip
 
 
@@ -267,11 +278,13 @@ def _backoff(spec: JobSpec, config: Config) -> tuple[float, float, float]:
 
 def next_runs(job: Job, after: datetime, count: int) -> list[datetime]:
     """The due instants (smearing applied, UTC) of the job's next `count` occurrences, those
-    scheduled strictly after `after`: the same slots the materialiser writes."""
+    scheduled strictly after `after`: the same slots the materialiser writes (its bounds too)."""
     if job.schedule_kind != "cron" or job.cron is None:
         return [job.run_at] if job.run_at and job.run_at > after else []
     offset = timedelta(seconds=smear_offset_s(str(job.id), job.window_s))
-    return [shifted(t, offset) for t in schedule_of(job).next_runs(after, count)]
+    schedule = schedule_of(job)
+    instants = bounds.next_runs(schedule.next_runs, after, count, bounds_of(job), job.materialised_to, job.done_at is not None)
+    return [shifted(t, offset) for t in instants]
 
 
 def labelled_next_runs(job: Job, after: datetime, count: int) -> list[Run]:
@@ -279,10 +292,60 @@ def labelled_next_runs(job: Job, after: datetime, count: int) -> list[Run]:
     if job.schedule_kind != "cron" or job.cron is None:
         return [Run(job.run_at, (), None)] if job.run_at and job.run_at > after else []
     offset = timedelta(seconds=smear_offset_s(str(job.id), job.window_s))
-    return [Run(shifted(r.at, offset), r.labels, r.note) for r in schedule_of(job).labelled_runs(after, count)]
+    runs = bounds.next_runs(schedule_of(job).labelled_runs, after, count, bounds_of(job), job.materialised_to,
+                            job.done_at is not None, at=lambda r: r.at)  # fmt: skip
+    return [Run(shifted(r.at, offset), r.labels, r.note) for r in runs]
 
 
-EDITABLE_FIELDS = frozenset(f.spec for f in EDITABLE) | {"labels"}
+JOB_STATES = ("enabled", "paused", "done", "deleted")
+JOB_KINDS = ("cron", "one-off")
+LISTED_BY_DEFAULT = ("enabled", "paused")  # a list hides done jobs (finished one-offs) unless asked
+
+
+def job_filter(
+    *, name: str | None = None, task: str | None = None, kind: str | None = None, state: str | None = None,
+    label: str | None = None, include_deleted: bool = False, flags: dict[str, str] | None = None,
+) -> JobFilter:  # fmt: skip
+    """A list's filter from what a request gave, each refused naming its field (`flags`: the
+    name the caller typed for a field, e.g. {"label": "--label"}). state: a comma-separated list
+    of JOB_STATES, or "all"; none given: LISTED_BY_DEFAULT, with deleted when include_deleted."""
+    named = (flags or {}).get
+    if name is not None:
+        _check_text(name, named("name", "name"))
+    if task is not None:
+        _check_text(task, named("task", "task"))
+    if kind is not None and kind not in JOB_KINDS:
+        raise ValidationError(named("kind", "kind"), f"must be one of {', '.join(JOB_KINDS)}, got {kind!r}")
+    if state is None or not state.strip():
+        states: tuple[str, ...] | None = LISTED_BY_DEFAULT + (("deleted",) if include_deleted else ())
+    elif state.strip() == "all":
+        states = None if include_deleted else JOB_STATES[:3]
+    else:
+        states = tuple(dict.fromkeys(s.strip() for s in state.split(",")))
+        wrong = [s for s in states if s not in JOB_STATES]
+        if wrong:
+            raise ValidationError(named("state", "state"),
+                                  f"must be all or a comma-separated list of {', '.join(JOB_STATES)}, got {wrong[0]!r}")  # fmt: skip
+    labels = parse_selector(label, named("label", "label")) if label else None
+    return JobFilter(name or None, task or None, kind, labels, states)
+
+
+def job_state(job: Job, settled: bool = False) -> str:
+    """The one word for a job's state, in the API, the CLI and the dashboard: deleted | paused |
+    done | enabled. done: a bounded recurring job with nothing left to write (done_at), or a
+    one-off whose execution is final (`settled`: none of its executions is pending, queued or
+    running; the store's job_settled_many and job_page's state filter judge it the same way)."""
+    if job.deleted_at is not None:
+        return "deleted"
+    if not job.enabled:
+        return "paused"
+    if job.done_at is not None or (job.schedule_kind != "cron" and settled):
+        return "done"
+    return "enabled"
+
+
+EDITABLE_FIELDS = frozenset(f.spec for f in EDITABLE)
+SCHEDULE_FIELDS = frozenset({"cron", "timezone", "window_s", "dst_repeated", "dst_missing", "run_at"})
 DIFF_RUNS = 10  # next runs of the old and the new schedule an edit compares
 
 
@@ -305,6 +368,7 @@ def spec_of(job: Job) -> JobSpec:
         catch_up_limit=job.catch_up_limit, window_s=job.window_s, name=job.name, max_attempts=job.max_attempts,
         timeout_s=job.timeout_s, backoff_base_s=job.backoff_base_s, backoff_factor=job.backoff_factor,
         backoff_max_s=job.backoff_max_s, dst_repeated=job.dst_repeated, dst_missing=job.dst_missing, overlap=job.overlap,
+        labels=job.labels, start_at=job.start_at, end_at=job.end_at, max_runs=job.max_runs,
     )  # fmt: skip
 
 
@@ -319,6 +383,10 @@ def _check_changes(job: Job, changes: Mapping[str, Any]) -> None:
             raise ValidationError("cron", "cannot turn a one-off job into a cron job or back; create a new job instead")
         if name == "run_at" and job.schedule_kind == "cron":
             raise ValidationError("run_at", "cannot turn a cron job into a one-off job; create a new job instead")
+        # Its budget counts the runs written; moving them would spend or free it unseen.
+        if job.max_runs is not None and name in SCHEDULE_FIELDS:
+            raise ValidationError(name, "cannot be edited on a job bounded by max_runs: its schedule is fixed "
+                                  "(edit params, retry, timeout, name, labels; or create a new job)")
 
 
 def _check_changes_types(changes: Mapping[str, Any]) -> None:
@@ -523,9 +591,9 @@ class Jobs:
                                         "it was edited meanwhile; read it again")  # fmt: skip
             _check_changes(job, changes)
             now = await tx.clock_now()
-            labels = check_labels(changes["labels"]) if "labels" in changes else None
-            spec = replace(spec_of(job), **{k: v for k, v in changes.items() if k != "labels"})
+            spec = replace(spec_of(job), **changes)
             values = validate(spec, self.config, now, known_tasks={job.task})
+            labels = values["labels"]
             after = replace(
                 job, name=values["name"], params=values["params"], schedule_kind=values["schedule_kind"],
                 run_at=values["run_at"], cron=values["cron"], timezone=values["timezone"],
@@ -533,7 +601,7 @@ class Jobs:
                 window_s=values["window_s"], max_attempts=values["max_attempts"], backoff_base_s=values["backoff_base_s"],
                 backoff_factor=values["backoff_factor"], backoff_max_s=values["backoff_max_s"],
                 timeout_s=values["timeout_s"], dst_repeated=values["dst_repeated"], dst_missing=values["dst_missing"],
-                overlap=values["overlap"], labels=job.labels if labels is None else labels, version=job.version + 1,
+                overlap=values["overlap"], labels=labels, version=job.version + 1,
             )  # fmt: skip
             removed, kept, added = _diff(_runs(job, now), _runs(after, now))
             edits, inserts, cursor = await self._occurrences(tx, job, after, now)
@@ -541,7 +609,8 @@ class Jobs:
             edit = Edit(after, removed, kept, added, cancelled, len(inserts), dry_run)
             if dry_run:
                 return edit
-            written = await tx.job_update(job.id, values, labels, cursor, tzdb.installed_version() if inserts else None)
+            written = await tx.job_update(job.id, values, labels, cursor, tzdb.installed_version() if inserts else None,
+                                         len(inserts))
             assert written is not None  # locked and not deleted
             horizon_s = self.config.dispatcher.horizon_s
             changed = await tx.execution_edit_many(edits, written.version, horizon_s) if edits else []
@@ -563,8 +632,10 @@ class Jobs:
         occurrences to insert, and the job's new cursor. Locks the movable rows it judges."""
         config = self.config.materialiser
         if after.schedule_kind == "cron":
+            # start_at / end_at hold; max_runs is left out: the written runs it counts are judged here.
             step = plan(schedule_of(after), str(after.id), after.window_s, None, now, horizon_s=config.horizon_s,
-                        lookback_s=config.lookback_s, max_occurrences=config.max_occurrences_per_job)  # fmt: skip
+                        lookback_s=config.lookback_s, max_occurrences=config.max_occurrences_per_job,
+                        bounds=Bounds(after.start_at, after.end_at, None, 0))  # fmt: skip
             expected = {t: due for t, due in step.occurrences}
             # Rows the old spec wrote past the new cursor are judged too: the materialiser never
             # writes behind its cursor, so a slot left there would never be given back.
@@ -595,7 +666,10 @@ class Jobs:
             elif due is not None:
                 edits.append((r["id"], at, "revive", due))
         written = {r["scheduled_for"] for r in rows}
-        inserts = [] if not job.enabled else [
+        # A job bounded by max_runs writes nothing new (its schedule is fixed: the materialiser
+        # writes what its budget allows), nor does one whose schedule is done.
+        fixed = not job.enabled or job.max_runs is not None or job.done_at is not None
+        inserts = [] if fixed else [
             (execution_id(t), job.id, job.tenant, t, due) for t, due in sorted(expected.items()) if t not in written
         ]  # fmt: skip
         return edits, inserts, cursor

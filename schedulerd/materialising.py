@@ -5,8 +5,9 @@ horizon) and Jobs (a resumed job). Runs no loop of its own.
 
 from __future__ import annotations
 
+import collections
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from uuid import UUID
 
@@ -15,6 +16,7 @@ import structlog
 from schedulerd import metrics, tzdb
 from schedulerd.config import LateConfig, MaterialiserConfig
 from schedulerd.core import late, misfire
+from schedulerd.core.bounds import Bounds
 from schedulerd.core.ids import execution_id as new_execution_id
 from schedulerd.core.materialise import plan
 from schedulerd.core.schedule import schedule_of
@@ -70,12 +72,20 @@ async def judge_misfires(
     return Judgement(set(skipped), [e for e, _ in replayed])
 
 
+def bounds_of(job: Job) -> Bounds:
+    """The job's bounds as core/bounds.py takes them."""
+    return Bounds(job.start_at, job.end_at, job.max_runs, job.runs_written)
+
+
 @dataclass(frozen=True)
 class Materialised:
     executions: list[Execution]  # as inserted
     enqueue: list[Enqueue]  # to ZADD once the transaction has committed
     skipped: int = 0
     replayed: int = 0
+    # By job, as its row now stands: (materialised_to, occurrences written by this call).
+    cursors: dict[UUID, tuple[datetime, int]] = field(default_factory=dict)
+    done: set[UUID] = field(default_factory=set)  # bounded jobs left with none to write
 
 
 async def materialise_jobs(
@@ -83,15 +93,20 @@ async def materialise_jobs(
     late_config: LateConfig | None = None,
 ) -> Materialised:
     """Write these jobs' next occurrences and advance their cursors, inside the caller's
-    transaction: one INSERT and one cursor UPDATE (which records the tz database) for the batch."""
+    transaction: one INSERT and one cursor UPDATE (which records the tz database, counts the
+    occurrences written and marks done the bounded jobs with none left) for the batch. A done job
+    is never written for again."""
     rows: list[tuple[UUID, UUID, str, datetime, datetime]] = []
-    cursors: list[tuple[UUID, datetime]] = []
+    steps: list[tuple[UUID, datetime, int, bool]] = []  # job, cursor, occurrences planned, done
     for job in jobs:
+        if job.done_at is not None:
+            continue
         step = plan(
             # A job never materialised (written by SQL, say) owes its occurrences since it was created.
             schedule_of(job), str(job.id), job.window_s,
             job.materialised_to or job.created_at, now,
             horizon_s=config.horizon_s, lookback_s=config.lookback_s, max_occurrences=config.max_occurrences_per_job,
+            bounds=bounds_of(job),
         )  # fmt: skip
         if step.unrecorded:
             log.warning(
@@ -99,16 +114,24 @@ async def materialise_jobs(
                 since=step.unrecorded[0].isoformat(), until=step.unrecorded[1].isoformat(),
             )  # fmt: skip
         rows.extend((new_execution_id(at), job.id, job.tenant, at, due_at) for at, due_at in step.occurrences)
-        cursors.append((job.id, step.cursor))
+        steps.append((job.id, step.cursor, len(step.occurrences), step.done))
     executions = await tx.execution_insert_many(rows, dispatch_horizon_s) if rows else []
-    await tx.job_advance_cursor_many(cursors, tzdb.installed_version())
+    written = collections.Counter(e.job_id for e in executions)
+    # An occurrence already there (a slot a resume revived) was counted when it was first written.
+    # A plan that ran into one is not taken as the last: the next pass looks past it.
+    cursors = [(job_id, cursor, written[job_id], done and written[job_id] == planned)
+               for job_id, cursor, planned, done in steps]  # fmt: skip
+    if cursors:
+        await tx.job_advance_cursor_many(cursors, tzdb.installed_version())
+    counted = {job_id: (cursor, n) for job_id, cursor, n, _ in cursors}
+    done = {job_id for job_id, _, _, is_done in cursors if is_done}
     enqueue = {e.id: Enqueue(e.id, e.due_at, e.tenant) for e in executions if e.status == ExecutionStatus.QUEUED}
     missed_by = now - timedelta(seconds=config.misfire_grace_s)
     missed_jobs = list({e.job_id for e in executions if e.due_at < missed_by})
     if not missed_jobs:
-        return Materialised(executions, list(enqueue.values()))
+        return Materialised(executions, list(enqueue.values()), cursors=counted, done=done)
     judgement = await judge_misfires(tx, config, missed_jobs, replay_slot, late_config)
     for execution_id in judgement.skipped:
         enqueue.pop(execution_id, None)
     enqueue.update((r.execution_id, r) for r in judgement.replays)
-    return Materialised(executions, list(enqueue.values()), len(judgement.skipped), len(judgement.replays))
+    return Materialised(executions, list(enqueue.values()), len(judgement.skipped), len(judgement.replays), counted, done)

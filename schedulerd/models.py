@@ -75,8 +75,24 @@ class Job(_Row):
     dst_repeated: str | None  # first | both; None: the DST rule (README "The DST rule")
     dst_missing: str | None  # shift | skip; None: the DST rule
     tzdata_version: str | None  # tz database that resolved its written occurrences ('mixed': several)
+    labels: dict[str, str]  # core/labels.py
+    start_at: datetime | None  # bounds of a recurring schedule (core/bounds.py)
+    end_at: datetime | None
+    max_runs: int | None
+    runs_written: int  # scheduled occurrences written so far: max_runs caps it
+    done_at: datetime | None  # when the schedule was found to have nothing left to write
     version: int = 1  # rises by one at every edit (Jobs.update)
-    labels: dict[str, str] = field(default_factory=dict)  # {key: value} a tenant selects jobs by
+
+
+@dataclass(frozen=True, slots=True)
+class JobFilter:
+    """Which jobs a list shows (jobs.job_filter builds it from a request); None: any."""
+
+    name_prefix: str | None = None
+    task: str | None = None
+    kind: str | None = None  # cron | one-off
+    labels: dict[str, str] | None = None  # a selector: the job carries every pair
+    states: tuple[str, ...] | None = None  # jobs.job_state's words
 
 
 @dataclass(frozen=True)
@@ -101,7 +117,7 @@ class Execution(_Row):
     origin: str  # scheduled | trigger | backfill: what made this occurrence
     redrives: int  # times it was redriven after failing (each gave it a new attempt budget)
     late_reason: str | None  # why it did not start within its grace (core/late.py LateReason), if it did not
-    cancel_requested_at: datetime | None  # overlap cancel_other asked the running attempt to stop
+    cancel_requested_at: datetime | None  # a cancel or overlap cancel_other asked the running attempt to stop
     job_version: int | None = None  # the job's version that wrote (or an edit kept) it; None: before versions, 1
 
 
@@ -132,6 +148,30 @@ class Redrive(_Row):
     redriven_by: str
     attempts_before: int  # attempts the spent budget had used
     error_before: str | None
+
+
+@dataclass(frozen=True)
+class JobAction(_Row):
+    """A bulk action a tenant took (job_actions): what, on which jobs or executions, who and when."""
+
+    id: UUID
+    tenant: str
+    action: str  # pause | resume | trigger | delete | cancel
+    selector: dict[str, str]  # the label selector it matched jobs by ({} when none)
+    filter: dict[str, Any]  # a bulk cancel's other criteria (job, statuses, due range)
+    jobs_count: int
+    executions_count: int
+    actor: str  # the token (api:...) or CLI user (cli:...) that did it
+    at: datetime
+
+
+@dataclass(frozen=True)
+class CancelPlan:
+    """What a bulk cancel would take: how many match (running ones get a stop request), and a sample."""
+
+    total: int
+    running: int
+    sample: list[dict[str, Any]]  # id, job_id, status, scheduled_for, due_at of the first few (id order)
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,12 @@ import structlog
 
 from schedulerd import metrics
 from schedulerd.config import Config
+from schedulerd.core.bounds import inside
 from schedulerd.core.ids import execution_id
 from schedulerd.core.materialise import Reconciled, reconcile
 from schedulerd.core.schedule import ScheduleError, smear_offset_s
 from schedulerd.jobs import queued, schedule_of
+from schedulerd.materialising import bounds_of
 from schedulerd.models import Enqueue, Job, TzMovedJob
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store
@@ -70,7 +72,8 @@ async def _recompute_batch(
             continue
         until = max(job.materialised_to or now, slots[-1]["scheduled_for"])
         try:
-            expected = schedule_of(job).occurrences(now, until)
+            # Inside the job's bounds only: a moved occurrence never lands before start_at or at end_at.
+            expected = [t for t in schedule_of(job).occurrences(now, until) if inside(t, bounds_of(job))]
         except ScheduleError as exc:  # its zone left the tz database: keep its rows, say so at every start
             log.error("tz.job_unresolvable", job_id=str(job.id), tenant=job.tenant, timezone=job.timezone, error=str(exc))
             unresolved.add(job.id)

@@ -7,7 +7,9 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, WithJsonSchema
+from pydantic import (
+    AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, WithJsonSchema,
+)  # fmt: skip
 
 from schedulerd.core.durations import parse_instant, text_problem
 from schedulerd.core.late import LateReason
@@ -82,6 +84,10 @@ class JobCreate(_Input):
     dst_repeated: Literal["first", "both"] | None = Field(None, description=doc("dst_repeated"))
     dst_missing: Literal["shift", "skip"] | None = Field(None, description=doc("dst_missing"))
     overlap: Overlap = Field("allow", description=OVERLAP_HELP)
+    labels: dict[StrictStr, StrictStr] = Field(default_factory=dict, description=doc("labels"))
+    start_at: Instant | None = Field(None, description=doc("start_at"))
+    end_at: Instant | None = Field(None, description=doc("end_at"))
+    max_runs: StrictInt | None = Field(None, ge=1, le=2**31 - 1, description=doc("max_runs"))
 
     def spec(self, tenant: str) -> JobSpec:
         """The job this body asks for, filed under `tenant` (the token's, or the CLI's)."""
@@ -91,7 +97,7 @@ class JobCreate(_Input):
             window_s=self.window_s, name=self.name, max_attempts=self.retry.max_attempts, timeout_s=self.timeout_s,
             backoff_base_s=self.retry.backoff_base_s, backoff_factor=self.retry.backoff_factor,
             backoff_max_s=self.retry.backoff_max_s, dst_repeated=self.dst_repeated, dst_missing=self.dst_missing,
-            overlap=self.overlap,
+            overlap=self.overlap, labels=self.labels, start_at=self.start_at, end_at=self.end_at, max_runs=self.max_runs,
         )  # fmt: skip
 
 
@@ -129,7 +135,7 @@ class JobUpdate(_Input):
     dst_repeated: Literal["first", "both"] | None = Field(None, description=doc("dst_repeated"))
     dst_missing: Literal["shift", "skip"] | None = Field(None, description=doc("dst_missing"))
     overlap: Overlap = Field(None, description=OVERLAP_HELP)  # type: ignore[assignment]
-    labels: dict[str, StrictStr] = Field(None, description="the job's labels, replaced as a whole")  # type: ignore[assignment]
+    labels: dict[StrictStr, StrictStr] = Field(None, description=doc("labels") + "; replaced as a whole")  # type: ignore[assignment]
 
     def changes(self) -> dict[str, Any]:
         """{JobSpec field: new value} of the fields given, found by each editable field's body path."""
@@ -140,7 +146,7 @@ class JobUpdate(_Input):
             head, _, tail = f.body.partition(".")
             if head in given and (not tail or tail in (given[head] or {})):
                 changes[f.spec] = given[head][tail] if tail else given[head]
-        for name in ("task", "labels"):
+        for name in ("task",):
             if name in given:
                 changes[name] = given[name]
         return changes
@@ -246,6 +252,73 @@ class RedriveRequest(_Input):
     until: Instant | None = Field(None, description="failed before (ISO 8601)")
 
 
+Cancellable = Literal["pending", "queued", "running"]
+
+
+class CancelRequest(_Input):
+    """Which executions to cancel: every criterion given holds. Pending and queued ones are
+    cancelled at once; running ones are asked to stop (at their next heartbeat)."""
+
+    job: UUID | None = Field(None, description="of this job")
+    status: list[Cancellable] | None = Field(None, min_length=1, max_length=3,
+                                             description="among these statuses (default: pending and queued)")
+    label: Text | None = Field(None, min_length=1, max_length=1500,
+                               description="whose job carries these labels: a selector, team=billing,env=prod")
+    due_from: Instant | None = Field(None, description="due at or after (ISO 8601)")
+    due_to: Instant | None = Field(None, description="due before (ISO 8601)")
+    dry_run: StrictBool = Field(True, description="true (the default): count and sample what would be cancelled, "
+                                "writing nothing; false: cancel")
+
+
+class CancelSample(BaseModel):
+    id: UUID
+    job_id: UUID
+    status: Cancellable
+    scheduled_for: datetime
+    due_at: datetime
+
+
+class JobActionRecord(BaseModel):
+    """A bulk action someone took: what, on what, how much, who and when."""
+
+    id: UUID
+    action: Literal["pause", "resume", "trigger", "delete", "cancel"]
+    selector: dict[str, str] = Field(..., description="the label selector it matched jobs by ({}: none)")
+    filter: dict[str, Any] = Field(..., description="a bulk cancel's other criteria (statuses, job, due range)")
+    jobs_count: int
+    executions_count: int
+    actor: str = Field(..., description="who: the API token (api:TENANT (token ID)) or the CLI user (cli:USER)")
+    at: datetime
+
+
+class JobActionPage(BaseModel):
+    items: list[JobActionRecord]
+    next_cursor: str | None = Field(None, description="pass as ?cursor= for the next page; null on the last")
+
+
+class BulkCancelled(BaseModel):
+    dry_run: bool
+    matched: int = Field(..., description="executions cancelled or asked to stop (dry run: that match now)")
+    stop_requested: int = Field(..., description="of them, running ones asked to stop")
+    sample: list[CancelSample] = Field(..., description="dry run: the first matching executions (by id); empty otherwise")
+    action: JobActionRecord | None = Field(None, description="the record of the action (null for a dry run)")
+
+
+class JobActionRequest(_Input):
+    selector: Text = Field(..., min_length=1, max_length=1500, description="the jobs whose labels match: team=billing,env=prod")
+    dry_run: StrictBool = Field(True, description="true (the default): count what would change, writing nothing; false: act")
+
+
+class JobActionDone(BaseModel):
+    action: Literal["pause", "resume", "trigger", "delete", "cancel"]
+    selector: dict[str, str]
+    dry_run: bool
+    jobs: int = Field(..., description="jobs acted on (dry run: that match now)")
+    executions: int = Field(..., description="executions cancelled (pause, delete, cancel) or created (trigger)")
+    skipped: list[UUID] = Field(..., description="jobs matched but refused on the way (a one-off cannot be resumed)")
+    record: JobActionRecord | None = Field(None, description="the record of the action (null for a dry run)")
+
+
 class ErrorDetail(BaseModel):
     code: str = Field(..., description="validation | limit_exceeded | unauthorized | not_found | conflict | bad_request | ...")
     message: str
@@ -303,7 +376,14 @@ class Job(BaseModel):
     retry: Retry
     timeout_s: float
     overlap: Overlap = Field(..., description=OVERLAP_HELP)
-    state: Literal["enabled", "paused", "deleted"]
+    state: Literal["enabled", "paused", "done", "deleted"] = Field(
+        ..., description="done: a bounded recurring job with no run left to write, or a one-off whose run is final")
+    labels: dict[str, str] = Field(default_factory=dict, description=doc("labels"))
+    start_at: datetime | None = Field(None, description=doc("start_at"))
+    end_at: datetime | None = Field(None, description=doc("end_at"))
+    max_runs: int | None = Field(None, description=doc("max_runs"))
+    runs_written: int = Field(0, description="scheduled runs written so far (max_runs caps it)")
+    done_at: datetime | None = Field(None, description="when a bounded job was found to have no run left")
     pause: Pause | None = Field(None, description="who paused the job and why (while it is paused)")
     created_at: datetime
     updated_at: datetime
@@ -346,7 +426,8 @@ class Execution(BaseModel):
     due_at: datetime = Field(..., description="when it may start next (a retry moves it)")
     status: Status
     reason: str | None = Field(None, description="why it was skipped or cancelled (paused, deleted: its job was, before "
-                               "it started or between two attempts; overlap: by the job's overlap policy), late_replay, "
+                               "it started or between two attempts; overlap: by the job's overlap policy; cancelled: "
+                               "someone cancelled it), late_replay, "
                                "or overlap_buffered (it waited for the previous run)")
     attempt: int = Field(..., description="attempts started so far")
     worker: str | None
@@ -361,6 +442,8 @@ class Execution(BaseModel):
     redrives: int = Field(0, description="times it was redriven after failing, each with a new attempt budget")
     late_reason: LateReasonName | None = Field(None, description="why it did not start within its grace, if it did not")
     job_version: int = Field(1, description="the job's version that wrote this occurrence (or an edit kept it for)")
+    cancel_requested: bool = Field(False, description="someone cancelled it (or the overlap policy cancel_other asked it "
+                                   "to stop); while it runs, its worker cancels the handler at the next heartbeat")
 
 
 class Attempt(BaseModel):

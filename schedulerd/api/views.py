@@ -10,16 +10,17 @@ from schedulerd.api import schemas
 from schedulerd.core.overrun import Overrun
 from schedulerd.core.targets import redact
 from schedulerd.core.tenant_view import tenant_error
-from schedulerd.jobs import next_runs, schedule_of
-from schedulerd.models import Attempt, Execution, Job, LastExecution, MinuteStats, Redrive
+from schedulerd.jobs import job_state, next_runs, schedule_of
+from schedulerd.models import Attempt, Execution, Job, JobAction, LastExecution, MinuteStats, Redrive
 
 NEXT_RUNS = 5  # upcoming instants shown with an enabled job
 MINUTES_MAX = 180  # GET /v1/stats/minutes and the [ops] /stats/minutes look back at most 3 hours
 
 
 def job_view(job: Job, now: datetime, last: LastExecution | None = None, overrun: Overrun | None = None,
-             fraction: float = 0.8) -> schemas.Job:
-    state = "deleted" if job.deleted_at else "enabled" if job.enabled else "paused"
+             fraction: float = 0.8, settled: bool = False) -> schemas.Job:
+    """settled: a one-off whose run is final (Store.job_settled_many), shown done."""
+    state = job_state(job, settled)
     # An @every interval is elapsed time: no DST rule is in force for it.
     schedule = schedule_of(job) if job.cron else None
     schedule = schedule if schedule and schedule.interval_s is None else None
@@ -29,7 +30,8 @@ def job_view(job: Job, now: datetime, last: LastExecution | None = None, overrun
         misfire=schemas.MisfirePolicy(policy=job.misfire_policy, catch_up_limit=job.catch_up_limit),
         window_s=job.window_s, retry=schemas.Retry(max_attempts=job.max_attempts, backoff_base_s=job.backoff_base_s,
         backoff_factor=job.backoff_factor, backoff_max_s=job.backoff_max_s), timeout_s=job.timeout_s,
-        overlap=job.overlap, state=state,
+        overlap=job.overlap, state=state, labels=job.labels, start_at=job.start_at, end_at=job.end_at,
+        max_runs=job.max_runs, runs_written=job.runs_written, done_at=job.done_at,
         created_at=job.created_at, updated_at=job.updated_at, deleted_at=job.deleted_at,
         pause=schemas.Pause(note=job.paused_note, by=job.paused_by, at=job.paused_at) if state == "paused" else None,
         next_runs=next_runs(job, now, NEXT_RUNS) if state == "enabled" else [],
@@ -65,6 +67,7 @@ def execution_view(execution: Execution) -> dict[str, Any]:
         if execution.finished_at and execution.started_at else None,
         "origin": execution.origin, "redrives": execution.redrives,
         "late_reason": execution.late_reason, "job_version": execution.job_version or 1,
+        "cancel_requested": execution.cancel_requested_at is not None,
     }  # fmt: skip
 
 
@@ -82,3 +85,9 @@ def attempt_view(attempt: Attempt) -> dict[str, Any]:
 def minute_view(m: MinuteStats) -> dict[str, Any]:
     return {"minute": m.minute, "scheduled": m.scheduled, "started": m.started, "succeeded": m.succeeded,
             "failed": m.failed, "lag_p50_s": m.lag_p50_s, "lag_p99_s": m.lag_p99_s}  # fmt: skip
+
+
+def job_action_view(action: JobAction) -> dict[str, Any]:
+    return {"id": action.id, "action": action.action, "selector": action.selector, "filter": action.filter,
+            "jobs_count": action.jobs_count, "executions_count": action.executions_count, "actor": action.actor,
+            "at": action.at}  # fmt: skip

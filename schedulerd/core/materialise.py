@@ -12,6 +12,7 @@ import itertools
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from schedulerd.core.bounds import UNBOUNDED, Bounds, clip, finished
 from schedulerd.core.durations import shifted
 from schedulerd.core.schedule import CronSchedule, smear_offset_s
 
@@ -23,6 +24,7 @@ class Plan:
     occurrences: list[tuple[datetime, datetime]]  # (scheduled_for, due_at), oldest first
     cursor: datetime  # the job's new materialised_to
     unrecorded: tuple[datetime, datetime] | None  # a stretch older than the lookback, not written
+    done: bool = False  # a bounded schedule with nothing left to write after this pass
 
 
 def plan(
@@ -35,13 +37,15 @@ def plan(
     horizon_s: float,
     lookback_s: float,
     max_occurrences: int,
+    bounds: Bounds = UNBOUNDED,
 ) -> Plan:
     """Occurrences in (cursor, now + horizon]; a new job (cursor None) starts after `now`.
 
     A cursor older than `lookback_s` (the scheduler was down for days) restarts at now - lookback:
     those older occurrences are reported as `unrecorded` rather than written by the thousand.
     Smearing delays each due time by a stable offset in [0, window_s) derived from the job id;
-    scheduled_for stays the nominal instant (the unique slot).
+    scheduled_for stays the nominal instant (the unique slot). Bounds (core/bounds.py): only
+    instants in [start_at, end_at) are written, at most runs_left of them; `done` says none is left.
     """
     # shifted(): a clock (or a test's) near the calendar's ends must not overflow the window.
     end = shifted(now, timedelta(seconds=horizon_s))
@@ -52,13 +56,23 @@ def plan(
     if start < oldest:
         unrecorded, start = (start, oldest), oldest
     if until <= start:
-        return Plan([], start, unrecorded)
+        return Plan([], start, unrecorded, bounds.bounded and _finished(schedule, bounds, 0, start))
     instants = schedule.occurrences(start, until)
+    left = bounds.runs_left
+    if bounds.bounded:
+        instants = clip(instants, bounds, limit=max_occurrences + 1 if left is None else min(left, max_occurrences + 1))
     if len(instants) > max_occurrences:
         instants = instants[:max_occurrences]
         until = instants[-1]
+    elif left is not None and len(instants) == left and instants:
+        until = instants[-1]  # the last run it may have: the cursor stops there
     offset = timedelta(seconds=smear_offset_s(job_id, window_s))
-    return Plan([(t, shifted(t, offset)) for t in instants], until, unrecorded)
+    done = bounds.bounded and _finished(schedule, bounds, len(instants), until)
+    return Plan([(t, shifted(t, offset)) for t in instants], until, unrecorded, done)
+
+
+def _finished(schedule: CronSchedule, bounds: Bounds, written: int, cursor: datetime) -> bool:
+    return finished(bounds, written, lambda t: next(iter(schedule.next_runs(t, 1)), None), cursor)
 
 
 @dataclass(frozen=True)

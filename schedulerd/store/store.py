@@ -16,7 +16,8 @@ import asyncpg
 
 from schedulerd.core.ids import scheduled_for_bounds
 from schedulerd.models import (
-    ApiToken, Attempt, Claim, Enqueue, Execution, FailedExecution, Forecast, IdempotencyRecord, Job, LastExecution,
+    ApiToken, Attempt, CancelPlan, Claim, Enqueue, Execution, FailedExecution, Forecast, IdempotencyRecord, Job, JobAction,
+    JobFilter, LastExecution,
     LateExecution, MinuteStats, Outcome, Redrive, TenantStats, TzMovedJob, TzRecompute,
 )  # fmt: skip
 from schedulerd.store.sql import QUERIES
@@ -167,10 +168,6 @@ class Store:
         row = await self.db.fetchrow(QUERIES["job_get"], job_id)
         return Job.from_row(row) if row else None
 
-    async def job_list(self, *, tenant: str | None = None, deleted: bool = False, limit: int = 100) -> list[Job]:
-        rows = await self.db.fetch(QUERIES["job_list"], tenant, deleted, limit)
-        return [Job.from_row(r) for r in rows]
-
     async def job_lock(self, job_id: UUID) -> Job | None:
         row = await self.db.fetchrow(QUERIES["job_lock"], job_id)
         return Job.from_row(row) if row else None
@@ -187,7 +184,7 @@ class Store:
 
     async def job_update(
         self, job_id: UUID, values: dict[str, Any], labels: dict[str, str] | None, cursor: datetime | None,
-        tzdata_version: str | None,
+        tzdata_version: str | None, written: int = 0,
     ) -> Job | None:  # fmt: skip
         """Write an edited definition (`values` as jobs.validate returns them), one version up."""
         v = values
@@ -195,7 +192,7 @@ class Store:
             QUERIES["job_update"], job_id, v["name"], v["params_json"], v["schedule_kind"], v["run_at"], v["cron"],
             v["timezone"], v["misfire_policy"], v["catch_up_limit"], v["window_s"], v["max_attempts"],
             v["backoff_base_s"], v["backoff_factor"], v["backoff_max_s"], v["timeout_s"], v["dst_repeated"],
-            v["dst_missing"], v["overlap"], None if labels is None else json.dumps(labels), cursor, tzdata_version,
+            v["dst_missing"], v["overlap"], None if labels is None else json.dumps(labels), cursor, tzdata_version, written,
         )  # fmt: skip
         return Job.from_row(row) if row else None
 
@@ -215,10 +212,12 @@ class Store:
         rows = await self.db.fetch(QUERIES["job_due_for_materialising"], horizon_s, limit)
         return [Job.from_row(r) for r in rows], (rows[0]["now"] if rows else None)
 
-    async def job_advance_cursor_many(self, cursors: Sequence[tuple[UUID, datetime]], tzdata_version: str) -> None:
+    async def job_advance_cursor_many(self, cursors: Sequence[tuple[UUID, datetime, int, bool]], tzdata_version: str) -> None:
+        """(job, new cursor, occurrences written, done) for each job."""
         await self.db.execute(
-            QUERIES["job_advance_cursor_many"], [c[0] for c in cursors], [c[1] for c in cursors], tzdata_version
-        )
+            QUERIES["job_advance_cursor_many"], [c[0] for c in cursors], [c[1] for c in cursors], tzdata_version,
+            [c[2] for c in cursors], [c[3] for c in cursors],
+        )  # fmt: skip
 
     async def job_horizon(self) -> tuple[datetime | None, datetime]:
         """(least-advanced cursor of enabled cron jobs or None, Postgres's now)."""
@@ -259,6 +258,55 @@ class Store:
 
     async def execution_cancel_for_job(self, job_id: UUID, reason: str) -> int:
         return len(await self.db.fetch(QUERIES["execution_cancel_for_job"], job_id, reason))
+
+    async def execution_cancel(self, execution_id: UUID, tenant: str | None, by: str) -> tuple[Execution, str] | None:
+        """Cancel one unsettled execution (a running one is asked to stop): the row as it is now and
+        its status before; None when it is missing, another tenant's or already settled."""
+        row = await self.db.fetchrow(QUERIES["execution_cancel"], execution_id, tenant, by, *scheduled_for_bounds([execution_id]))
+        return (Execution.from_row(row), row["was"]) if row else None
+
+    async def execution_cancel_page(
+        self, tenant: str, statuses: Sequence[str], *, job_id: UUID | None, selector: dict[str, str] | None,
+        due_from: datetime | None, due_to: datetime | None, limit: int, by: str,
+    ) -> list[tuple[UUID, str]]:  # fmt: skip
+        """Cancel (or ask to stop) up to `limit` matching executions; (id, status before) of each."""
+        rows = await self.db.fetch(
+            QUERIES["execution_cancel_page"], tenant, list(statuses), job_id, selector, due_from, due_to, limit, by
+        )  # fmt: skip
+        return [(r["id"], r["was"]) for r in rows]
+
+    async def execution_cancel_plan(
+        self, tenant: str, statuses: Sequence[str], *, job_id: UUID | None, selector: dict[str, str] | None,
+        due_from: datetime | None, due_to: datetime | None, sample: int,
+    ) -> CancelPlan:  # fmt: skip
+        row = await self.db.fetchrow(
+            QUERIES["execution_cancel_plan"], tenant, list(statuses), job_id, selector, due_from, due_to, sample
+        )  # fmt: skip
+        return CancelPlan(row["total"], row["running"], row["sample"])
+
+    async def job_selected_page(
+        self, tenant: str, selector: dict[str, str], *, after: UUID | None, limit: int, enabled: bool | None
+    ) -> list[UUID]:
+        """Ids of a tenant's undeleted jobs matching a label selector, in id order, after `after`."""
+        return [r["id"] for r in await self.db.fetch(QUERIES["job_selected_page"], tenant, selector, after, limit, enabled)]
+
+    async def job_selected_count(self, tenant: str, selector: dict[str, str], *, enabled: bool | None) -> tuple[int, int]:
+        """(jobs matching, their unstarted executions): a bulk action's dry run."""
+        row = await self.db.fetchrow(QUERIES["job_selected_count"], tenant, selector, enabled)
+        return row["jobs"], row["unstarted"]
+
+    async def job_action_insert(
+        self, action_id: UUID, tenant: str, action: str, selector: dict[str, str], filter: dict[str, Any],
+        jobs_count: int, executions_count: int, actor: str,
+    ) -> JobAction:  # fmt: skip
+        row = await self.db.fetchrow(
+            QUERIES["job_action_insert"], action_id, tenant, action, selector, filter, jobs_count, executions_count, actor
+        )  # fmt: skip
+        return JobAction.from_row(row)
+
+    async def job_action_list(self, tenant: str, *, before: tuple[datetime, UUID] | None, limit: int) -> list[JobAction]:
+        at, action_id = before if before is not None else (None, None)
+        return [JobAction.from_row(r) for r in await self.db.fetch(QUERIES["job_action_list"], tenant, at, action_id, limit)]
 
     async def execution_revive_for_job(self, job_id: UUID, horizon_s: float) -> list[Execution]:
         return [Execution.from_row(r) for r in await self.db.fetch(QUERIES["execution_revive_for_job"], job_id, horizon_s)]
@@ -358,8 +406,8 @@ class Store:
     async def execution_heartbeat_many(
         self, held: Sequence[tuple[UUID, int]], lease_s: float, *, timeout_s: float | None = None
     ) -> dict[UUID, bool]:
-        """Extend leases; returns the ids whose lease still holds, each with whether an overlap
-        policy (cancel_other) asked it to stop."""
+        """Extend leases; returns the ids whose lease still holds, each with whether it was asked
+        to stop (a cancel request, or the overlap policy cancel_other)."""
         ids = [h[0] for h in held]
         rows = await self._fetch_bounded(
             QUERIES["execution_heartbeat_many"], ids, [h[1] for h in held], lease_s, *scheduled_for_bounds(ids),
@@ -525,11 +573,35 @@ class Store:
                 return total
 
     async def job_page(
-        self, tenant: str, *, deleted: bool, after: tuple[datetime, UUID] | None, limit: int
+        self, tenant: str, *, deleted: bool, after: tuple[datetime, UUID] | None, limit: int,
+        find: JobFilter | None = None,
+    ) -> list[Job]:  # fmt: skip
+        """A tenant's jobs newest first, after the cursor, matching `find`."""
+        return await self._job_page(tenant, deleted, after, limit, find)
+
+    async def job_page_any_tenant(
+        self, *, deleted: bool, after: tuple[datetime, UUID] | None, limit: int, find: JobFilter | None = None
+    ) -> list[Job]:
+        """job_page over every tenant's jobs (the operator's CLI)."""
+        return await self._job_page(None, deleted, after, limit, find)
+
+    async def _job_page(
+        self, tenant: str | None, deleted: bool, after: tuple[datetime, UUID] | None, limit: int, find: JobFilter | None
     ) -> list[Job]:
         after = after or (datetime.max.replace(tzinfo=UTC), UUID(int=(1 << 128) - 1))
-        rows = await self.db.fetch(QUERIES["job_page"], tenant, deleted, after[0], after[1], limit)
+        f = find or JobFilter()
+        pattern = f.name_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%" \
+            if f.name_prefix is not None else None  # fmt: skip
+        rows = await self.db.fetch(
+            QUERIES["job_page" if tenant is not None else "job_page_any_tenant"], tenant, deleted, after[0], after[1],
+            limit, pattern, f.task, f.kind, f.labels or None,
+            list(f.states) if f.states is not None else None,
+        )  # fmt: skip
         return [Job.from_row(r) for r in rows]
+
+    async def job_settled_many(self, job_ids: Sequence[UUID]) -> set[UUID]:
+        """The one-offs among these jobs whose run is final (none unfinished)."""
+        return {r["id"] for r in await self.db.fetch(QUERIES["job_settled_many"], list(job_ids))}
 
     async def job_last_executions(self, job_ids: Sequence[UUID]) -> dict[UUID, LastExecution]:
         rows = await self.db.fetch(QUERIES["job_last_executions"], list(job_ids))
@@ -798,8 +870,9 @@ class Store:
         created at `created_at`, each one-off with its execution (`execution_ids`, aligned with
         the rows; None for a cron job), scheduled and due at its run_at. Returns the ids written
         pending (the dispatcher will queue them); the others are queued: ZADD them after the commit."""
+        # $1-$21 the first columns, $22-$25 the batch's settings, $26- the columns added after them.
         return set(await self.db.fetchval(
-            QUERIES["job_insert_many"], *columns, created_at, execution_ids, horizon_s, queue_now
+            QUERIES["job_insert_many"], *columns[:21], created_at, execution_ids, horizon_s, queue_now, *columns[21:]
         ))  # fmt: skip
 
     async def execution_committed(self, execution_ids: Sequence[UUID]) -> list[Enqueue]:

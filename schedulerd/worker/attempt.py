@@ -41,7 +41,7 @@ class Stop(enum.StrEnum):
 
     LEASE_LOST = "lease_lost"  # its lease was reclaimed: a newer attempt owns the execution, nothing to record
     HANDED_BACK = "handed_back"  # the drain gave it back unfinished: the hand-back is its record
-    CANCELLED = "cancelled"  # an overlap policy (cancel_other) asked it to stop: recorded as cancelled
+    CANCELLED = "cancelled"  # a cancel or an overlap policy (cancel_other) asked it to stop: recorded as cancelled
 
 
 @dataclass

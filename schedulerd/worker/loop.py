@@ -368,11 +368,13 @@ class Worker:
         self.stats.finished += len(applied)
         by_id = {o.execution_id: o for o in outcomes}
         took_effect = [by_id[execution_id] for execution_id, _, _, _ in applied]
-        # A retry of a job paused or deleted meanwhile was cancelled by the finish: not a retry.
+        # A retry of a job paused or deleted meanwhile, or of an execution cancelled meanwhile, was
+        # cancelled by the finish: not a retry.
         retrying = {i for i, status, _, _ in applied if status in (ExecutionStatus.QUEUED, ExecutionStatus.PENDING)}
         steered = [o for o in took_effect if o.retry_delay_s is not None and o.execution_id not in retrying]
         if steered:
-            log.info("worker.retry_cancelled", reason="job paused or deleted", execution_ids=[str(o.execution_id) for o in steered])
+            log.info("worker.retry_cancelled", reason="job paused or deleted, or execution cancelled",
+                     execution_ids=[str(o.execution_id) for o in steered])
         counts = collections.Counter((o.task, o.outcome, o.execution_id in retrying) for o in took_effect)
         for (task, outcome, retried), count in counts.items():  # per batch: each inc takes a lock
             metrics.finished(task, outcome).inc(count)
@@ -453,7 +455,7 @@ class Worker:
                 running.stopped = Stop.LEASE_LOST
                 self.stats.lease_lost += 1
                 running.task.cancel()
-            elif alive[execution_id]:  # an overlap policy (cancel_other) asked it to stop
+            elif alive[execution_id]:  # a cancel or an overlap policy (cancel_other) asked it to stop
                 running.stopped = Stop.CANCELLED
                 running.task.cancel()
         return len(alive)

@@ -31,7 +31,8 @@ async def test_job_list_names_jobs_and_says_done(cli, store, make_job) -> None: 
     await _run_once(store, execution.id, [(ExecutionStatus.SUCCEEDED, AttemptOutcome.SUCCEEDED, None)])
     assert cli("job", "create", "--task", "noop", "--cron", "@hourly", "--name", "hourly").returncode == 0
 
-    listed = cli("job", "list")
+    assert str(done_job.id) not in cli("job", "list").stdout  # done jobs are listed when asked
+    listed = cli("job", "list", "--state", "all")
     assert listed.returncode == 0, listed.stderr
     header, *rows = listed.stdout.splitlines()
     assert header.split() == ["ID", "NAME", "TENANT", "TASK", "SCHEDULE", "ZONE", "OVERLAP", "STATE", "LAST", "CREATED"]
@@ -39,7 +40,7 @@ async def test_job_list_names_jobs_and_says_done(cli, store, make_job) -> None: 
     assert "nightly report" in by_id[str(done_job.id)] and " done " in by_id[str(done_job.id)]
     assert " succeeded " in by_id[str(done_job.id)]
     assert " enabled " in by_id[str(waiting.id)] and "None" not in listed.stdout
-    as_json = {j["id"]: j for j in json.loads(cli("job", "list", "--json").stdout)}
+    as_json = {j["id"]: j for j in json.loads(cli("job", "list", "--state", "all", "--json").stdout)}
     assert (as_json[str(done_job.id)]["state"], as_json[str(done_job.id)]["last_status"]) == ("done", "succeeded")
     assert (as_json[str(waiting.id)]["state"], as_json[str(waiting.id)]["last_status"]) == ("enabled", None)
 

@@ -1,7 +1,7 @@
 """A hypothesis state machine over the whole execution lifecycle, on the real Postgres and Redis.
 
 The machine owns an event loop of its own and runs every component in it (Store, DelayQueue, two
-Workers, Sweeper, Jobs, Retention, DeadLetters, the tz recompute, queues of other shard counts)
+Workers, Sweeper, Jobs, Cancels, Retention, DeadLetters, the tz recompute, queues of other shard counts)
 one explicit step at a time: Worker.run_once / heartbeat_once / flush_outcomes, never the
 background loops, so it alone decides the interleaving. Between two steps nothing runs (the loop
 is stopped) while the wall clock, which both servers judge leases and due times by, goes on.
@@ -33,11 +33,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from schedulerd import tzchange, tzdb
+from schedulerd.cancels import CancelFilter, Cancels
 from schedulerd.config import Config, DispatcherConfig, JobsConfig, MaterialiserConfig, RetentionConfig, SweeperConfig, WorkerConfig
 from schedulerd.core.schedule import zone_rules
 from schedulerd.dead_letters import DeadLetters
-from schedulerd.errors import ConflictError, NotFoundError, ValidationError
+from schedulerd.errors import ConflictError, NotFoundError, TooLateError, ValidationError
 from schedulerd.jobs import Jobs, JobSpec
+from schedulerd.materialiser import Materialiser
 from schedulerd.models import Enqueue
 from schedulerd.queue import DelayQueue, Pop, score_ms
 from schedulerd.retention import Retention
@@ -180,8 +182,10 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.claimed: dict[uuid.UUID, list[int]] = {}  # fences the claim returned, in order
         self.forced_expiry: set[tuple[uuid.UUID, int]] = set()  # leases the machine ran out on purpose
         self.disabled: dict[uuid.UUID, list[list[datetime | None]]] = {}  # job -> [[disabled_after, enabled_before]]
-        self.jobs_made: dict[uuid.UUID, str] = {}  # job id -> "one_off" | "cron" | "tz"
+        self.jobs_made: dict[uuid.UUID, str] = {}  # job id -> "one_off" | "cron" | "tz" | "bounded"
+        self.max_runs: dict[uuid.UUID, int] = {}  # bounded jobs: at most this many scheduled executions, ever
         self.deleted: set[uuid.UUID] = set()
+        self.cancelled: dict[uuid.UUID, int] = {}  # execution -> its fence when a cancel of it committed
         self.last_seen: dict[uuid.UUID, tuple[str, int, datetime]] = {}  # status, fence, scheduled_for
         self.dropped_days: set[Any] = set()
         self.tz_recomputed = False
@@ -306,7 +310,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     async def _setup(self) -> None:
         self.store = await Store.connect(self.database_url, min_size=2, max_size=12)
         await self.store.db.execute(
-            "TRUNCATE jobs, executions, attempts, idempotency_keys, redrives, replicas, tz_recomputes CASCADE"
+            "TRUNCATE jobs, executions, attempts, idempotency_keys, redrives, replicas, tz_recomputes, job_actions CASCADE"
         )
         self.queue = DelayQueue.connect(self.redis_url, self.prefix)
         self.shard_queues: dict[int, DelayQueue] = {1: self.queue}
@@ -322,6 +326,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         }  # fmt: skip
         self.jobs = Jobs(self.store, self.queue, self.config)
         self.dead = DeadLetters(self.store, self.queue, self.config)
+        self.cancels = Cancels(self.store)
         self.retention = Retention(self.store, RetentionConfig(days=3, premake_days=1, lock_timeout_s=0.5))
         await self.sweeper.run_once()  # markers and the layout in use
 
@@ -437,13 +442,37 @@ class LifecycleMachine(RuleBasedStateMachine):
         spec = JobSpec(task=kind, tenant="t1", cron=cron, timezone=zone, max_attempts=attempts, timeout_s=5.0)
         self.run(self._create(spec, "cron" if zone == "UTC" else "tz"), f"create cron {cron!r} {zone} {kind}")
 
+    @action(1, max_runs=st.sampled_from([1, 3, 8]))
+    def create_bounded(self, max_runs: int) -> None:
+        """Every minute, at most max_runs times: 8 is more than the 5-minute horizon writes at once."""
+        spec = JobSpec(task="lifecycle.ok", tenant="t1", cron="* * * * *", max_runs=max_runs, timeout_s=5.0)
+        self.run(self._create(spec, "bounded"), f"create bounded every minute max_runs={max_runs}")
+
+    @action(1, when=lambda self: bool(self.max_runs), data=DATA, back_min=st.sampled_from([3, 30]))
+    def rewind_bounded(self, data: st.DataObject, back_min: int) -> None:
+        """A bounded job's cursor moved back (as if its rows were lost or never counted) and the
+        materialiser runs: the count it keeps, not the rows, caps what it writes."""
+        job_id = self._pick_job(data, ("bounded",))
+
+        async def go() -> None:
+            await self.store.db.execute(
+                "UPDATE jobs SET materialised_to = materialised_to - make_interval(mins => $2) WHERE id = $1", job_id, back_min
+            )
+            materialiser = Materialiser(self.store, self.queue, self.config.materialiser,
+                                        dispatch_horizon_s=self.config.dispatcher.horizon_s)  # fmt: skip
+            await materialiser.run_once()
+
+        self.run(go(), f"rewind bounded {str(job_id)[-6:]} {back_min} min and materialise")
+
     async def _create(self, spec: JobSpec, kind: str) -> None:
         job, executions = await create_job(self.jobs, spec)
         self.jobs_made[job.id] = kind
+        if spec.max_runs is not None:
+            self.max_runs[job.id] = spec.max_runs
         for execution in executions:
             self.accepted[execution.id] = "schedule" if kind != "one_off" else "one_off"
 
-    def _pick_job(self, data: st.DataObject, kinds: tuple[str, ...] = ("one_off", "cron", "tz")) -> uuid.UUID | None:
+    def _pick_job(self, data: st.DataObject, kinds: tuple[str, ...] = ("one_off", "cron", "tz", "bounded")) -> uuid.UUID | None:
         candidates = sorted(j for j, k in self.jobs_made.items() if k in kinds)
         return data.draw(st.sampled_from(candidates)) if candidates else None
 
@@ -497,7 +526,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @action(1, when=lambda self: bool(self.disabled), data=DATA)
     def resume(self, data: st.DataObject) -> None:
-        job_id = self._pick_job(data, ("cron", "tz"))
+        job_id = self._pick_job(data, ("cron", "tz", "bounded"))
         if job_id is None or job_id in self.deleted:
             return
 
@@ -565,6 +594,48 @@ class LifecycleMachine(RuleBasedStateMachine):
                 self.note(f"  redriven {len(done.execution_ids)}")
 
         self.run(go(), "redrive failed")
+
+    @action(2, data=DATA)
+    def cancel(self, data: st.DataObject) -> None:
+        """Cancel one unsettled execution, whatever its state (a running one: at its next heartbeat)."""
+
+        async def go() -> None:
+            rows = await self.store.db.fetch(
+                "SELECT id FROM executions WHERE status IN ('pending', 'queued', 'running') ORDER BY id LIMIT 20"
+            )
+            if not rows:
+                return
+            execution_id = data.draw(st.sampled_from([r["id"] for r in rows]), label="cancelled")
+            try:
+                done = await self.cancels.cancel(execution_id, None, by="lifecycle")
+            except TooLateError:
+                return  # it settled meanwhile: its outcome stands
+            self.cancelled.setdefault(execution_id, done.execution.fence)
+            if not done.stop_requested and done.execution.status != "cancelled":
+                self.violations.append(f"cancel of an unstarted execution left it {done.execution.status}: {execution_id}")
+            self.note(f"  cancelled {str(execution_id)[-6:]} at fence {done.execution.fence} (running: {done.stop_requested})")
+
+        self.run(go(), "cancel one")
+
+    @action(1, when=lambda self: bool(self.jobs_made), data=DATA)
+    def cancel_many(self, data: st.DataObject) -> None:
+        """Cancel every unsettled execution of one job (running ones asked to stop), in pages."""
+        job_id = self._pick_job(data)
+
+        async def go() -> None:
+            job = await self.store.job_get(job_id)
+            assert job is not None
+            which = CancelFilter(statuses=("pending", "queued", "running"), job_id=job_id)
+            plan = await self.cancels.plan(job.tenant, which)
+            done = await self.cancels.cancel_matching(job.tenant, which, dry_run=False, by="lifecycle")
+            # Once asked, a row's fence no longer moves (nothing claims it again): read it after.
+            for r in await self.store.db.fetch(
+                "SELECT id, fence FROM executions WHERE job_id = $1 AND cancelled_by = 'lifecycle'", job_id
+            ):
+                self.cancelled.setdefault(r["id"], r["fence"])
+            self.note(f"  cancelled {done.matched} of job {str(job_id)[-6:]} (planned {plan.total})")
+
+        self.run(go(), f"cancel many of {str(job_id)[-6:]}")
 
     # --- rules: the hot path -----------------------------------------------------------------
 
@@ -825,6 +896,32 @@ class LifecycleMachine(RuleBasedStateMachine):
                     f"expire (its attempt: {outcomes.get(older)})"
                 )
         self.overlaps.clear()
+        # 6. A cancelled execution never starts an attempt after the cancel committed (the one
+        # running then may finish its attempt); only a redrive of its final failure starts it again.
+        for (execution_id, fence), start in self.starts.items():
+            at_cancel = self.cancelled.get(execution_id)
+            if at_cancel is None or fence <= at_cancel:
+                continue
+            if not any(at_cancel < f <= fence for f in redrive_fences.get(execution_id, [])):
+                self.violations.append(
+                    f"cancelled execution started again: {execution_id} fence {fence} after the cancel at fence {at_cancel}"
+                )
+        for execution_id in self.cancelled:
+            row = rows.get(execution_id)
+            if row is not None and row["status"] in ("pending", "queued") and not redrive_fences.get(execution_id):
+                self.violations.append(f"cancelled execution queued again: {execution_id} is {row['status']}")
+        # 7. A bounded job never writes more scheduled executions than its max_runs, and counts each.
+        if self.max_runs:
+            for r in await self.store.db.fetch(
+                "SELECT j.id, j.runs_written, j.done_at, (SELECT count(*) FROM executions e WHERE e.job_id = j.id "
+                "AND e.origin = 'scheduled') AS scheduled FROM jobs j WHERE j.id = ANY($1::uuid[])", list(self.max_runs)
+            ):
+                cap = self.max_runs[r["id"]]
+                if r["scheduled"] > cap or r["runs_written"] > cap or r["scheduled"] > r["runs_written"]:
+                    self.violations.append(
+                        f"bounded job {r['id']} over its max_runs {cap}: {r['scheduled']} scheduled executions, "
+                        f"runs_written {r['runs_written']}"
+                    )
 
     async def _check_servable(self, due: list[asyncpg.Record]) -> None:
         queue = self.sweeper.queue

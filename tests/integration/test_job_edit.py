@@ -253,3 +253,18 @@ async def test_an_edit_racing_a_pause_leaves_nothing_to_run(jobs, store) -> None
         live = [r for r in await _rows(store, job.id) if r["status"] in ("pending", "queued")]
         assert live and all(r["scheduled_for"].minute % 5 == 0 for r in live)
         assert any(r["scheduled_for"].minute % 10 == 5 for r in live)  # the edit's own slots, given back or written
+
+
+async def test_labels_are_edited_and_a_bounded_job_keeps_its_schedule(jobs, store) -> None:
+    job, _ = await create_job(jobs, JobSpec(task="noop", cron="*/10 * * * *", labels={"team": "a"}))
+    assert (await jobs.update(job.id, {"labels": {"team": "b", "env": "prod"}})).job.labels == {"team": "b", "env": "prod"}
+    bounded, first = await create_job(jobs, JobSpec(task="noop", cron="*/10 * * * *", max_runs=3))
+    with pytest.raises(ValidationError) as refused:
+        await jobs.update(bounded.id, {"cron": "*/20 * * * *"})
+    assert refused.value.field == "cron"
+    edit = await jobs.update(bounded.id, {"params": {"v": 2}})
+    live = [r for r in await _rows(store, bounded.id) if r["status"] in ("pending", "queued")]
+    assert edit.written == 0 and edit.cancelled == 0 and len(live) == len(first) == 3
+    assert all(r["job_version"] == 2 for r in live)
+    ended = await jobs.update(job.id, {"cron": "*/5 * * * *"})
+    assert ended.written > 0

@@ -140,7 +140,7 @@ def test_the_validator_refuses_under_the_tables_names(spec: JobSpec, refused_as:
     assert refused_as in {f.refused_as for f in FIELDS}
 
 
-EDIT_BESIDES_FIELDS = {"task", "labels"}  # task: named to be refused; labels: replaced as a whole
+EDIT_BESIDES_FIELDS = {"task"}  # named to be refused
 
 
 def test_the_edit_doors_take_the_editable_fields(openapi: dict[str, Any], capsys: pytest.CaptureFixture[str],

@@ -1,7 +1,7 @@
 // schedulerd dashboard: a static page that reads the JSON API with the bearer token kept in
 // sessionStorage (gone when the tab closes). Hash routes: #/jobs, #/jobs/ID[?status=&cursor=&up=],
-// #/executions/ID, #/failed (dead letters), #/overview. Re-renders the current view every
-// REFRESH_MS. Times: the job's zone, then UTC. Charts: charts.js (SVG drawn here, no CDN).
+// #/executions/ID (Cancel, Redrive), #/failed (dead letters), #/overview (with the bulk actions taken).
+// Re-renders the current view every REFRESH_MS. Times: the job's zone, then UTC. Charts: charts.js (SVG drawn here, no CDN).
 "use strict";
 
 const REFRESH_MS = 3000;
@@ -11,6 +11,7 @@ const STRIP = 60; // recent runs in a job's strip
 const UPCOMING_SINCE_MS = 24 * 3600 * 1000; // a job's upcoming runs: not yet started, scheduled since a day ago
 const HARMLESS_TASKS = ["log", "noop"]; // the New job form's default, before any other type
 const RUN_STATUSES = ["running", "succeeded", "failed", "skipped", "cancelled"]; // a job's past runs
+const CANCELLABLE = ["pending", "queued", "running"]; // an execution a Cancel button may stop
 const $ = (id) => document.getElementById(id);
 const zones = {}; // job id -> IANA zone, for executions' times
 const names = {}; // job id -> name (or the id's start), for pages that show a job
@@ -86,8 +87,36 @@ function showLogin(message) {
   $("login-error").textContent = message || "";
 }
 
-async function jobsView() {
-  const page = await api("GET", "/v1/jobs?limit=100");
+const labelText = (labels) => Object.entries(labels || {}).map(([k, v]) => `${k}=${v}`).join(",");
+const JOB_FILTERS = ["name", "label", "task", "kind", "state"];
+const JOB_PAGE = 100; // jobs per page of the jobs list
+
+// The jobs list: a filter box (name prefix, label selector, task, kind, state; in the hash) and
+// pages by the API's cursor. Done jobs (finished one-offs, bounded jobs with no run left) show
+// when the state asks for them.
+async function jobsView(query) {
+  const filters = new URLSearchParams(query || "");
+  const params = new URLSearchParams({ limit: String(JOB_PAGE) });
+  for (const key of [...JOB_FILTERS, "cursor"]) if (filters.get(key)) params.set(key, filters.get(key));
+  const page = await api("GET", `/v1/jobs?${params}`);
+  const older = new URLSearchParams(filters);
+  older.set("cursor", page.next_cursor || "");
+  const newest = new URLSearchParams(filters);
+  newest.delete("cursor");
+  const value = (key) => esc(filters.get(key) || "");
+  const choice = (key, choices) => choices.map(([v, text]) =>
+    `<option value="${v}"${(filters.get(key) || "") === v ? " selected" : ""}>${text}</option>`).join("");
+  const box = `<form id="job-filter" class="filters">
+    <label>Name <input name="name" value="${value("name")}" placeholder="starts with"></label>
+    <label>Labels <input name="label" value="${value("label")}" placeholder="team=billing,env=prod"></label>
+    <label>Task <input name="task" value="${value("task")}"></label>
+    <label>Kind <select name="kind">${choice("kind", [["", "any"], ["cron", "cron"], ["one-off", "one-off"]])}</select></label>
+    <label>State <select name="state">${choice("state", [["", "enabled, paused"], ["enabled", "enabled"], ["paused", "paused"],
+      ["done", "done"], ["all", "all"]])}</select></label>
+    <button type="submit">Find</button>
+    ${filters.get("cursor") ? `<a id="jobs-newest" href="#/jobs${newest.toString() ? `?${esc(newest.toString())}` : ""}">newest</a>` : ""}
+    ${page.next_cursor ? `<a id="jobs-older" href="#/jobs?${esc(older.toString())}">older →</a>` : ""}</form>`;
+  const filtered = JOB_FILTERS.some((key) => filters.get(key));
   const rows = page.items.map((job) => {
     remember(job);
     const schedule = job.cron ? `<code>${esc(job.cron)}</code>` : esc(job.schedule_kind);
@@ -95,13 +124,15 @@ async function jobsView() {
     const last = job.last_execution
       ? `${badge(job.last_execution.status)} ${when(job.last_execution.scheduled_for, job.timezone)}` : "–";
     return `<tr class="link job" data-id="${esc(job.id)}" data-href="#/jobs/${esc(job.id)}">
-      <td>${esc(job.name || job.id.slice(0, 8))}</td><td>${esc(job.task)}</td><td>${schedule}</td>
+      <td>${esc(job.name || job.id.slice(0, 8))}${labelText(job.labels) ? `<span class="note labels">${esc(labelText(job.labels))}</span>` : ""}</td>
+      <td>${esc(job.task)}</td><td>${schedule}</td>
       <td>${esc(job.timezone)}</td><td>${esc(job.state)}${job.pause ? `<span class="note">${esc(pauseText(job.pause))}</span>` : ""}${overrunFlag(job)}</td>
       <td>${next}</td><td>${last}</td></tr>`;
   });
-  return `<h1>Jobs</h1><div class="scroll"><table id="jobs"><thead><tr><th>Name</th><th>Task</th><th>Schedule</th><th>Zone</th>
+  return `<h1>Jobs</h1>${box}<div class="scroll"><table id="jobs"><thead><tr><th>Name</th><th>Task</th><th>Schedule</th><th>Zone</th>
     <th>State</th><th>Next runs</th><th>Last outcome</th></tr></thead><tbody>${rows.join("") ||
-    '<tr><td colspan="7">No jobs yet: create one above.</td></tr>'}</tbody></table></div>`;
+    (filtered || filters.get("cursor") ? '<tr><td colspan="7">No job matches.</td></tr>'
+      : '<tr><td colspan="7">No jobs yet: create one above.</td></tr>')}</tbody></table></div>`;
 }
 
 function runRow(e, zone) {
@@ -160,6 +191,8 @@ async function jobView(id, query) {
     <dt>state</dt><dd id="job-state">${esc(job.state)}${job.pause ? ` since ${when(job.pause.at, "UTC")}
       <span class="note">${esc(pauseText(job.pause))}</span>` : ""}</dd><dt>params</dt><dd><code>${esc(JSON.stringify(job.params))}</code></dd>
     <dt>overlap</dt><dd id="job-overlap-policy">${esc(job.overlap)}</dd><dt>version</dt><dd id="job-version">${esc(job.version)}</dd>
+    <dt>labels</dt><dd id="job-labels">${esc(labelText(job.labels) || "–")}</dd>
+    ${bounded(job) ? `<dt>bounds</dt><dd id="job-bounds">${bounded(job)}</dd>` : ""}
     ${job.overrun ? `<dt>run time</dt><dd id="job-overrun" class="${job.overrun.warning ? "error" : ""}">${overrunText(job.overrun)}</dd>` : ""}
     ${dst}<dt>next runs</dt><dd id="next-runs">${nextRuns}</dd></dl>
     <p id="job-actions" data-id="${esc(job.id)}">${actions}</p>
@@ -231,6 +264,14 @@ function editResult(answer) {
     ${diffList("removed", answer.removed, zone)}${diffList("kept", answer.kept, zone)}${diffList("added", answer.added, zone)}`;
 }
 
+function bounded(job) {
+  const parts = [];
+  if (job.start_at) parts.push(`from ${when(job.start_at, job.timezone)}`);
+  if (job.end_at) parts.push(`until ${when(job.end_at, job.timezone)}`);
+  if (job.max_runs) parts.push(`at most ${esc(job.max_runs)} runs (${esc(job.runs_written)} written)`);
+  return parts.join(", ");
+}
+
 function overrunFlag(job) {
   return job.overrun && job.overrun.warning
     ? ' <span class="error" title="recent runs take most of the interval">⚠ overrun</span>' : "";
@@ -259,6 +300,9 @@ async function executionView(id) {
     <dt>attempts</dt><dd>${esc(e.attempt)}</dd><dt>origin</dt><dd>${esc(e.origin)}</dd>
     <dt>redrives</dt><dd>${esc(e.redrives)}</dd><dt>job version</dt><dd id="execution-job-version">${esc(e.job_version || 1)}</dd></dl>
     ${e.status === "failed" ? `<p id="execution-actions" data-id="${esc(e.id)}"><button data-action="redrive">Redrive</button></p>` : ""}
+    ${CANCELLABLE.includes(e.status) ? `<p id="execution-actions" data-id="${esc(e.id)}">${e.status === "running" && e.cancel_requested
+      ? '<span id="cancel-requested" class="note">cancel requested: the handler stops at its next heartbeat</span>'
+      : '<button data-action="cancel">Cancel</button>'}</p>` : ""}
     ${redrives.length ? `<h2>Redrives</h2><div class="scroll"><table id="redrives"><thead><tr><th>When</th><th>By</th><th>Attempts before</th>
     <th>Error before</th></tr></thead><tbody>${redrives.join("")}</tbody></table></div>` : ""}
     <h2>Attempts</h2><div class="scroll"><table id="attempts"><thead><tr><th>#</th><th>Outcome</th><th>Started</th><th>Ended</th>
@@ -286,8 +330,8 @@ async function failedView(query) {
 }
 
 async function overviewView() {
-  const [o, forecast, late, stats] = await Promise.all([api("GET", "/v1/overview"), api("GET", "/v1/forecast"),
-    api("GET", "/v1/executions/late?limit=20"), api("GET", "/v1/stats/minutes?minutes=60")]);
+  const [o, forecast, late, stats, actions] = await Promise.all([api("GET", "/v1/overview"), api("GET", "/v1/forecast"),
+    api("GET", "/v1/executions/late?limit=20"), api("GET", "/v1/stats/minutes?minutes=60"), api("GET", "/v1/actions?limit=20")]);
   await Promise.all([...new Set(late.items.map((e) => e.job_id))].map(jobName));
   const card = (label, value) => `<div class="card">${esc(label)}<b>${esc(value)}</b></div>`;
   const lag = o.start_lag;
@@ -310,18 +354,23 @@ async function overviewView() {
       data-href="#/executions/${esc(e.id)}"><td>${when(e.scheduled_for, zones[e.job_id])}</td>
       <td>${badge(e.status)}</td><td>${esc(e.late_reason)}</td><td>${when(e.first_started_at, zones[e.job_id])}</td>
       <td>${jobLink(e.job_id)}</td></tr>`).join("") || '<tr><td colspan="5">none: everything started on time</td></tr>'}
-    </tbody></table></div>`;
+    </tbody></table></div>
+    <h2>Bulk actions (by label selector or filter)</h2><div class="scroll"><table id="bulk-actions"><thead><tr><th>When</th>
+    <th>Action</th><th>Selector</th><th>Jobs</th><th>Executions</th><th>By</th></tr></thead><tbody>${actions.items.map((a) =>
+      `<tr class="bulk-action"><td>${when(a.at, "UTC")}</td><td>${esc(a.action)}</td><td>${esc(Object.entries(a.selector)
+      .map(([k, v]) => `${k}=${v}`).join(",") || "–")}</td><td>${esc(a.jobs_count)}</td><td>${esc(a.executions_count)}</td>
+      <td>${esc(a.actor)}</td></tr>`).join("") || '<tr><td colspan="6">none yet</td></tr>'}</tbody></table></div>`;
 }
 
 async function render() {
   if (!sessionStorage.getItem(TOKEN_KEY)) return showLogin();
   const [route, query] = (location.hash || "#/jobs").split("?");
   const [, kind, id] = route.split("/");
-  if (document.activeElement?.matches?.("#failed-filter input, #run-filter select")) return; // do not wipe a filter being used
+  if (document.activeElement?.matches?.("#failed-filter input, #run-filter select, #job-filter input, #job-filter select")) return; // do not wipe a filter being used
   if ($("job-edit")?.open && location.hash.startsWith("#/jobs/")) return; // nor an edit being written or its answer
   try {
     const html = kind === "jobs" && id ? await jobView(id, query) : kind === "executions" && id ? await executionView(id)
-      : kind === "overview" ? await overviewView() : kind === "failed" ? await failedView(query) : await jobsView();
+      : kind === "overview" ? await overviewView() : kind === "failed" ? await failedView(query) : await jobsView(query);
     $("view").innerHTML = html;
     $("new-job").hidden = !(kind === "jobs" && !id);
     $("refreshed").textContent = `refreshed ${formatIn(new Date().toISOString(), "UTC")}`;
@@ -411,12 +460,12 @@ $("view").addEventListener("submit", async (event) => {
     }
     return;
   }
-  if (event.target.id !== "failed-filter") return;
+  if (event.target.id !== "failed-filter" && event.target.id !== "job-filter") return;
   event.preventDefault();
   const filters = new URLSearchParams();
-  for (const [key, value] of new FormData(event.target)) if (value) filters.set(key, value);
+  for (const [key, value] of new FormData(event.target)) if (value) filters.set(key, value.trim());
   document.activeElement?.blur();
-  location.hash = `#/failed?${filters}`;
+  location.hash = `${event.target.id === "job-filter" ? "#/jobs" : "#/failed"}?${filters}`;
 });
 
 $("view").addEventListener("click", async (event) => {
@@ -427,10 +476,11 @@ $("view").addEventListener("click", async (event) => {
     if (row && !event.target.closest("a, button")) location.hash = row.dataset.href;
     return;
   }
-  if (action === "redrive") {
+  if (action === "redrive" || action === "cancel") {
     const execution = event.target.dataset.id || $("execution-actions").dataset.id;
+    if (action === "cancel" && !confirm("Cancel this execution? A running one stops at its next heartbeat; none is retried.")) return;
     try {
-      await api("POST", `/v1/executions/${execution}/redrive`);
+      await api("POST", `/v1/executions/${execution}/${action}`);
     } catch (error) {
       alert(error.message);
     }

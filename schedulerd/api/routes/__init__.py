@@ -4,11 +4,12 @@ from collections.abc import Awaitable, Callable
 
 from fastapi import APIRouter
 
-from schedulerd.api.routes import executions, jobs, lateness, operator, tenants
+from schedulerd.api.routes import actions, executions, jobs, lateness, operator, tenants
 from schedulerd.api.services import Services
 from schedulerd.tenants import Principal
 
 
 def routers(services: Services, caller: Callable[..., Awaitable[Principal]]) -> list[APIRouter]:
-    """In the order to include them: lateness first, so /v1/executions/late is not read as an execution id."""
-    return [module.router(services, caller) for module in (lateness, jobs, executions, operator, tenants)]
+    """In the order to include them: lateness first, so /v1/executions/late is not read as an execution id,
+    and actions before jobs, so /v1/jobs/actions/pause is not read as a job id."""
+    return [module.router(services, caller) for module in (lateness, actions, jobs, executions, operator, tenants)]

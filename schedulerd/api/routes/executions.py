@@ -1,5 +1,5 @@
-"""The /v1 execution endpoints: list and read executions with their attempts; list the failed ones
-(dead letters) and redrive them. Scoped to the caller's tenant: another tenant's job or execution
+"""The /v1 execution endpoints: list and read executions with their attempts; cancel one or every
+one matching a filter; list the failed ones (dead letters) and redrive them. Scoped to the caller's tenant: another tenant's job or execution
 is "not found", exactly like a missing one."""
 
 from collections.abc import Awaitable, Callable
@@ -12,18 +12,22 @@ from schedulerd.api import schemas
 from schedulerd.api.errors import ERRORS, ApiError
 from schedulerd.api.routes.common import PAGE_SIZE_DOC, Cursor, actor, decode_cursor, encode_cursor, read_job
 from schedulerd.api.services import Services
-from schedulerd.api.views import attempt_view, execution_view, redrive_view
+from schedulerd.api.views import attempt_view, execution_view, job_action_view, redrive_view
+from schedulerd.cancels import UNSTARTED, CancelFilter, Cancels
+from schedulerd.core.labels import parse_selector
 from schedulerd.dead_letters import DeadLetters, FailedFilter
-from schedulerd.errors import ValidationError
+from schedulerd.errors import TooLateError, ValidationError
 from schedulerd.tenants import Principal
 
 FAILED_FILTERS = {"job", "task", "error", "since", "until", "limit", "cursor"}  # GET /v1/executions/failed
+TOO_LATE = {409: {"model": schemas.ErrorBody, "description": "the execution settled first (succeeded, failed, skipped)"}}
 
 
 def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> APIRouter:
     api = APIRouter(prefix="/v1", responses=ERRORS)
     jobs, store, reads = services.jobs, services.store, services.reads
     dead_letters = DeadLetters(store, services.queue, services.config)
+    cancels = Cancels(store)
     Caller = Annotated[Principal, Depends(caller)]
     PageSize = Annotated[int, Query(ge=1, le=services.config.api.page_size_max, description=PAGE_SIZE_DOC)]
 
@@ -97,6 +101,31 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
               summary="give one failed execution a new attempt budget (same id)")  # fmt: skip
     async def redrive_one(execution_id: UUID, who: Caller) -> Any:
         return await redriving(lambda: dead_letters.redrive([execution_id], who.tenant, by=actor(who)))
+
+    @api.post("/executions/cancel", response_model=schemas.BulkCancelled, tags=["executions"],
+              summary="cancel every execution matching a filter (dry_run: true, the default, only counts them)")  # fmt: skip
+    async def cancel_many(body: schemas.CancelRequest, who: Caller) -> Any:
+        if body.job is None and body.label is None and body.due_from is None and body.due_to is None and body.status is None:
+            raise ApiError(422, "validation", "give at least one of job, status, label, due_from, due_to", field="body")
+        if body.job is not None:
+            await jobs.get(body.job, who.tenant)  # another tenant's job: 404, like a missing one
+        which = CancelFilter(
+            statuses=tuple(body.status) if body.status else UNSTARTED, job_id=body.job,
+            selector=parse_selector(body.label) if body.label is not None else None,
+            due_from=body.due_from, due_to=body.due_to,
+        )  # fmt: skip
+        done = await cancels.cancel_matching(who.tenant, which, dry_run=body.dry_run, by=actor(who))
+        return {"dry_run": done.dry_run, "matched": done.matched, "stop_requested": done.stop_requested,
+                "sample": done.sample, "action": job_action_view(done.action) if done.action else None}  # fmt: skip
+
+    @api.post("/executions/{execution_id}/cancel", response_model=schemas.Execution, tags=["executions"], responses=TOO_LATE,
+              summary="cancel one execution: unstarted ones at once, a running one at its next heartbeat")  # fmt: skip
+    async def cancel_one(execution_id: UUID, who: Caller) -> Any:
+        try:
+            done = await cancels.cancel(execution_id, who.tenant, by=actor(who))
+        except TooLateError as exc:
+            raise ApiError(409, "conflict", str(exc), field="status") from None
+        return execution_view(done.execution)
 
     @api.get("/executions/{execution_id}", response_model=schemas.ExecutionDetail, tags=["executions"],
              summary="one execution with every attempt")  # fmt: skip

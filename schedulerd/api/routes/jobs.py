@@ -5,7 +5,7 @@ import hashlib
 import math
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from uuid import UUID
 from zoneinfo import ZoneInfo
 
@@ -23,12 +23,14 @@ from schedulerd.api.views import execution_view, job_view
 from schedulerd.core.schedule import Run
 from schedulerd.errors import ConflictError, StaleVersionError, ValidationError
 from schedulerd.intake import KEY_IN_FLIGHT, EditKey, Enqueued, Item, Refused
-from schedulerd.jobs import Edit, labelled_next_runs
+from schedulerd.jobs import JOB_STATES, LISTED_BY_DEFAULT, Edit, job_filter, labelled_next_runs
 from schedulerd.models import Job
 from schedulerd.overrun_watch import overruns
 from schedulerd.tenants import Principal
 
 log = structlog.get_logger("schedulerd.api")
+STATE_DOC = (f"a comma-separated list of {', '.join(JOB_STATES)}, or all; default {','.join(LISTED_BY_DEFAULT)} "
+             "(done jobs, finished one-offs among them, are hidden), with deleted when include_deleted")  # fmt: skip
 IDEMPOTENCY_KEY = Header(None, alias="Idempotency-Key", min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$",
                          description="repeat a create safely: the same key returns the first result")  # fmt: skip
 
@@ -161,14 +163,24 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
             )  # fmt: skip
 
     @api.get("/jobs", response_model=schemas.JobPage, tags=["jobs"], summary="this tenant's jobs, newest first")
-    async def list_jobs(who: Caller, limit: PageSize = 50, cursor: Cursor = None, include_deleted: bool = False) -> Any:
-        listed = await reads.job_page(who.tenant, deleted=include_deleted, after=decode_cursor(cursor), limit=limit + 1)
+    async def list_jobs(
+        who: Caller, limit: PageSize = 50, cursor: Cursor = None, include_deleted: bool = False,
+        name: Annotated[str | None, Query(max_length=200, description="jobs whose name starts with this")] = None,
+        task: Annotated[str | None, Query(max_length=200, description="jobs of this task type")] = None,
+        kind: Annotated[Literal["cron", "one-off"] | None, Query(description="cron (recurring) or one-off")] = None,
+        state: Annotated[str | None, Query(max_length=100, description=STATE_DOC)] = None,
+        label: Annotated[str | None, Query(max_length=2000, description="a label selector: team=billing,env=prod")] = None,
+    ) -> Any:  # fmt: skip
+        find = job_filter(name=name, task=task, kind=kind, state=state, label=label, include_deleted=include_deleted)
+        deleted = find.states is None or "deleted" in find.states
+        listed = await reads.job_page(who.tenant, deleted=deleted, after=decode_cursor(cursor), limit=limit + 1, find=find)
         page, more = listed[:limit], len(listed) > limit
         last = await reads.job_last_executions([j.id for j in page])
+        settled = await reads.job_settled_many([j.id for j in page if j.cron is None])
         now = datetime.now(UTC)
         judged = await overruns(reads, page, config.jobs, now)
         fraction = config.jobs.overrun_fraction
-        return {"items": [job_view(j, now, last.get(j.id), judged.get(j.id), fraction) for j in page],
+        return {"items": [job_view(j, now, last.get(j.id), judged.get(j.id), fraction, j.id in settled) for j in page],
                 "next_cursor": encode_cursor(page[-1].created_at, page[-1].id) if more else None}  # fmt: skip
 
     @api.get("/jobs/{job_id}", response_model=schemas.Job, tags=["jobs"], summary="one job, with its next runs")
@@ -177,7 +189,8 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
         now = datetime.now(UTC)
         judged = (await overruns(reads, [job], config.jobs, now)).get(job.id)
         last = (await reads.job_last_executions([job.id])).get(job.id)
-        return job_view(job, now, last, judged, config.jobs.overrun_fraction)
+        settled = job.cron is None and job.id in await reads.job_settled_many([job.id])
+        return job_view(job, now, last, judged, config.jobs.overrun_fraction, settled)
 
     @api.get("/jobs/{job_id}/next-runs", response_model=schemas.NextRuns, tags=["jobs"],
              summary="a job's next runs, each labelled with what DST did to it")  # fmt: skip

@@ -18,7 +18,8 @@ LIMIT $9;
 -- deleted) a new attempt budget: same id,
 -- attempt back to 0, fence raised, due one after another at $3 per second from now (queued when
 -- inside the dispatch horizon, $4 seconds). reason 'redrive' keeps a redriven cron occurrence from
--- being judged a misfire. Each redrive is recorded in redrives by $5. Returns them for ZADD.
+-- being judged a misfire. A stop request its last attempt had is cleared: the new budget runs.
+-- Each redrive is recorded in redrives by $5. Returns them for ZADD.
 WITH locked AS (  -- in id order, as every statement writing several executions
     SELECT e.id, e.attempt, e.last_error, t.n
     FROM unnest($1::uuid[]) WITH ORDINALITY AS t(id, n) JOIN executions e ON e.id = t.id JOIN jobs j ON j.id = e.job_id
@@ -32,7 +33,7 @@ WITH locked AS (  -- in id order, as every statement writing several executions
         enqueued_at = CASE WHEN t.n / $3 <= $4 THEN clock_timestamp() END,
         due_at = clock_timestamp() + make_interval(secs => t.n / $3),
         attempt = 0, fence = e.fence + 1, redrives = e.redrives + 1, reason = 'redrive',
-        finished_at = NULL, lease_until = NULL
+        finished_at = NULL, lease_until = NULL, cancel_requested_at = NULL, cancelled_by = NULL
     FROM target t
     WHERE e.id = t.id AND e.status = 'failed'
     RETURNING e.id, e.fence, e.status, e.due_at, e.tenant, t.attempt AS attempts_before, t.last_error AS error_before

@@ -76,8 +76,8 @@ ORDER BY due_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED;
 -- name: execution_heartbeat_many
 -- Extend the leases of running executions still held at the given fences; ids not returned
 -- have lost their lease (reclaimed by the sweeper) and their handlers must stop; cancel_requested
--- says an overlap policy (cancel_other) asked the handler to stop. [$4, $5) bounds their
--- scheduled_for. Locks in id order (see execution_claim_many).
+-- says someone asked the handler to stop: a cancel (cancelled_by) or an overlap policy
+-- (cancel_other). [$4, $5) bounds their scheduled_for. Locks in id order (see execution_claim_many).
 WITH locked AS (
     SELECT e.id, e.scheduled_for FROM executions e JOIN unnest($1::uuid[], $2::bigint[]) AS h(id, fence) ON e.id = h.id
     WHERE e.fence = h.fence AND e.status = 'running' AND e.scheduled_for >= $4 AND e.scheduled_for < $5
@@ -97,17 +97,25 @@ RETURNING e.id, e.cancel_requested_at IS NOT NULL AS cancel_requested;
 -- A retry (queued | pending) of a job paused or deleted meanwhile is cancelled instead (reason
 -- paused | deleted): the attempt that ran is recorded, nothing comes after it. Only a retry reads
 -- the job (steered: a subquery evaluated for those rows alone), so a success or a final failure
--- costs what it did; a pause committed while this runs is caught by the claim.
+-- costs what it did; a pause committed while this runs is caught by the claim. A retry of an
+-- execution someone asked to cancel (cancelled_by) is cancelled too (reason cancelled), read from
+-- the row already locked; a cancelled attempt records reason cancelled and who asked (its error)
+-- when someone asked, reason overlap when the overlap policy did. A success or a final failure
+-- stands: it came first.
 -- Returns the rows that took effect, with due_at for re-enqueueing. [$8, $9) bounds their scheduled_for.
 -- Locks in id order (see execution_claim_many).
 WITH input AS (
     SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::float8[], $7::text[])
         AS i(id, fence, status, outcome, error, retry_delay_s, detail)
 ), locked AS (
-    SELECT e.id, e.scheduled_for, i.status, i.outcome, i.error, i.retry_delay_s, i.detail,
+    SELECT e.id, e.scheduled_for, i.status, i.outcome, i.retry_delay_s, i.detail,
+           CASE WHEN i.outcome = 'cancelled' AND e.cancelled_by IS NOT NULL THEN 'cancelled: asked by ' || e.cancelled_by
+                ELSE i.error END AS error,
            CASE WHEN i.status IN ('queued', 'pending') THEN
-               (SELECT CASE WHEN j.deleted_at IS NOT NULL THEN 'deleted' WHEN NOT j.enabled THEN 'paused' END
-                FROM jobs j WHERE j.id = e.job_id) END AS steered
+               CASE WHEN e.cancelled_by IS NOT NULL THEN 'cancelled' ELSE
+                   (SELECT CASE WHEN j.deleted_at IS NOT NULL THEN 'deleted' WHEN NOT j.enabled THEN 'paused' END
+                    FROM jobs j WHERE j.id = e.job_id) END END AS steered,
+           e.cancelled_by IS NOT NULL AS asked
     FROM executions e JOIN input i ON e.id = i.id
     WHERE e.fence = i.fence AND e.status = 'running' AND e.scheduled_for >= $8 AND e.scheduled_for < $9
     ORDER BY e.id FOR NO KEY UPDATE OF e
@@ -122,7 +130,9 @@ WITH input AS (
         lease_until = NULL,
         -- A success clears it: an earlier attempt's error stays in its attempt row, not on the run.
         last_error = CASE WHEN l.status = 'succeeded' THEN NULL ELSE coalesce(l.error, e.last_error) END,
-        reason = CASE WHEN l.steered IS NOT NULL THEN l.steered WHEN l.status = 'cancelled' THEN 'overlap' ELSE e.reason END,
+        reason = CASE WHEN l.steered IS NOT NULL THEN l.steered
+                      WHEN l.status = 'cancelled' THEN CASE WHEN l.asked THEN 'cancelled' ELSE 'overlap' END
+                      ELSE e.reason END,
         detail = CASE WHEN l.outcome = 'succeeded' THEN l.detail END
     FROM locked l
     WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
@@ -139,11 +149,13 @@ SELECT id, status, due_at, tenant FROM finished;
 -- A worker shutting down gives back executions it holds (fences in $2) that did not finish in
 -- the grace: queued again, due now, and the attempt is not counted (the claim will count it
 -- again). The interrupted attempt is recorded as 'handed_back'. One of a job paused or deleted
--- meanwhile is cancelled instead (reason paused | deleted), and not returned for ZADD.
+-- meanwhile, or that someone asked to cancel (cancelled_by), is cancelled instead (reason paused
+-- | deleted | cancelled), and not returned for ZADD.
 -- [$3, $4) bounds scheduled_for. Locks in id order (see execution_claim_many).
 WITH locked AS (
     SELECT e.id, e.scheduled_for,
-           CASE WHEN j.deleted_at IS NOT NULL THEN 'deleted' WHEN NOT j.enabled THEN 'paused' END AS steered
+           CASE WHEN e.cancelled_by IS NOT NULL THEN 'cancelled' WHEN j.deleted_at IS NOT NULL THEN 'deleted'
+                WHEN NOT j.enabled THEN 'paused' END AS steered
     FROM executions e JOIN unnest($1::uuid[], $2::bigint[]) AS h(id, fence) ON e.id = h.id JOIN jobs j ON j.id = e.job_id
     WHERE e.fence = h.fence AND e.status = 'running' AND e.scheduled_for >= $3 AND e.scheduled_for < $4
     ORDER BY e.id FOR NO KEY UPDATE OF e
@@ -172,7 +184,8 @@ SELECT id, due_at, tenant FROM back WHERE status = 'queued';
 -- be claimed in one batch again, or a task that kills its worker would take the others in flight
 -- beside it down with it, attempt after attempt. Guarded by status, lease expiry and the fence
 -- read in the same statement, so a completion that lands first is never undone. Records the lost
--- attempt. An execution an overlap policy asked to stop (cancel_other) is cancelled, not retried.
+-- attempt. An execution someone asked to cancel (reason cancelled) or an overlap policy asked to
+-- stop (cancel_other: reason overlap) is cancelled, not retried.
 -- A lease held by a replica that still reports itself alive (replicas.last_seen_at within $3 s)
 -- is left to it for $2 s more: its writes are slow (a lock, a flaky connection), not gone, and
 -- the outcome it holds would otherwise be thrown away and its handler run again.
@@ -180,7 +193,8 @@ SELECT id, due_at, tenant FROM back WHERE status = 'queued';
 -- paused | deleted), not queued: nothing comes after the attempt that was lost.
 WITH expired AS (
     SELECT e.id, e.scheduled_for, e.fence, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s,
-           CASE WHEN e.cancel_requested_at IS NOT NULL THEN 'overlap' WHEN j.deleted_at IS NOT NULL THEN 'deleted'
+           CASE WHEN e.cancelled_by IS NOT NULL THEN 'cancelled'
+                WHEN e.cancel_requested_at IS NOT NULL THEN 'overlap' WHEN j.deleted_at IS NOT NULL THEN 'deleted'
                 WHEN NOT j.enabled THEN 'paused' END AS cancelled_for
     FROM executions e JOIN jobs j ON j.id = e.job_id
     WHERE e.status = 'running' AND e.lease_until < clock_timestamp()
@@ -226,11 +240,13 @@ SELECT id, job_id, tenant, attempt, fence, worker, status, due_at FROM reclaimed
 -- (schedulerd_late_reason: breaker_open, or tenant_cap for task_limit) if it has none; newly_late
 -- returns it where it did, for the metric. One of a job paused or deleted since its claim is
 -- cancelled instead (reason paused | deleted; a pause is its late reason, as for the unstarted
--- rows the pause cancelled) and not returned: it never ran and nothing comes after it.
+-- rows the pause cancelled) and not returned: it never ran and nothing comes after it; so is one
+-- someone asked to cancel since its claim (cancelled_by: reason cancelled).
 -- [$6, $7) bounds scheduled_for. Locks in id order (see execution_claim_many).
 WITH locked AS (
     SELECT e.id, e.scheduled_for, p.delay_s,
-           CASE WHEN j.deleted_at IS NOT NULL THEN 'deleted' WHEN NOT j.enabled THEN 'paused' END AS steered,
+           CASE WHEN e.cancelled_by IS NOT NULL THEN 'cancelled' WHEN j.deleted_at IS NOT NULL THEN 'deleted'
+                WHEN NOT j.enabled THEN 'paused' END AS steered,
            CASE WHEN e.late_reason IS NULL AND e.attempt = 1
                  AND clock_timestamp() + make_interval(secs => p.delay_s) > e.scheduled_for + make_interval(secs => j.window_s + $5)
                 THEN schedulerd_late_reason($4, e.scheduled_for, 0) END AS newly_late
