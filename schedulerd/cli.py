@@ -42,7 +42,20 @@ def _parser() -> argparse.ArgumentParser:
     _schedule_commands(commands)
     _tenant_commands(commands)
     _execution_commands(commands)
+    _apply_commands(commands)
     return parser
+
+
+def _apply_commands(commands: Commands) -> None:
+    """apply: schedules as code (schedulerd/apply.py)."""
+    apply = commands.add_parser("apply", help="make a tenant's declared jobs what a schedules file (TOML) says")
+    apply.add_argument("file", help="a TOML file of [[job]] tables (the API body's fields, each with a name)")
+    apply.add_argument("--plan", action="store_true", help="show what would be added, changed and removed; write nothing")
+    apply.add_argument("--prune", action="store_true", help="delete the jobs of this source that the file no longer declares")
+    apply.add_argument("--force", action="store_true", help="overwrite jobs edited elsewhere since the last apply (drift)")
+    apply.add_argument("--tenant", default="default", help="the tenant the jobs belong to (default: default)")
+    apply.add_argument("--source", help="the name this set of jobs is kept under (default: the file's source key, else its stem)")
+    apply.add_argument("--json", action="store_true")
 
 
 def _ops_commands(commands: Commands) -> None:
@@ -349,6 +362,56 @@ class _Session:
     async def __aexit__(self, *exc: object) -> None:
         await self.queue.close()
         await self.store.close()
+
+
+async def _apply(args: argparse.Namespace, config: Config) -> None:
+    from schedulerd import apply
+    from schedulerd.client import Client
+    from schedulerd.tasks import loader
+
+    loader.load_modules(config.daemon.task_modules)  # as `job create`: this deployment's types are known
+    source, documents = apply.load(args.file)
+    declared = apply.declarations(documents, args.tenant, args.file)
+    async with await Client.connect(config) as client:
+        applier = apply.Apply(client.store, client.intake, client.jobs)
+        try:
+            plan = await applier.apply(declared, tenant=args.tenant, source=args.source or source, plan_only=args.plan,
+                                       prune=args.prune, force=args.force)  # fmt: skip
+        except apply.DriftError as exc:
+            _print_plan(exc.plan, args.json)
+            raise
+    _print_plan(plan, args.json)
+
+
+def _print_plan(plan: Any, as_json: bool) -> None:
+    """An apply's plan: added / changed (with the next-runs diff) / removed, then what stays."""
+    from schedulerd import apply
+
+    if as_json:
+        print(json.dumps(apply.summary(plan)))
+        return
+    verb = "applied" if plan.applied else "plan only: nothing written"
+    print(f"source {plan.source!r} of tenant {plan.tenant}: {len(plan.added)} added, {len(plan.changed)} changed, "
+          f"{len(plan.removed)} removed, {len(plan.unchanged)} unchanged ({verb})")  # fmt: skip
+    for a in plan.added:
+        schedule = a.job.cron or _time(a.job.run_at)
+        print(f"+ {a.name}  {a.job.task}  {schedule} ({a.job.timezone})")
+        _print_runs(a.next_runs, a.job.timezone)
+    for c in plan.changed:
+        forced = "  (drifted: overwritten)" if c.drifted else ""
+        print(f"~ {c.name}  {c.edit.job.id}  {', '.join(c.fields)}{forced}")
+        for title, runs in (("removed", c.edit.removed), ("kept", c.edit.kept), ("added", c.edit.added)):
+            if runs:
+                print(f"  {title} ({len(runs)}):")
+                _print_runs(runs, c.edit.job.timezone)
+    for r in plan.removed:
+        print(f"- {r.name}  {r.job.id}")
+    for r in plan.undeclared:
+        print(f"  {r.name}  {r.job.id}: no longer declared, kept (--prune deletes it)")
+    for d in plan.drifted:
+        what = ", ".join(d.fields) if d.fields else "removal"
+        print(f"! {d.name}  {d.job.id}: drift: edited since the last apply (version {d.job.version}, "
+              f"applied {d.applied_version}); differs in {what}; --force overwrites")  # fmt: skip
 
 
 async def _job_create_from_file(args: argparse.Namespace, config: Config) -> None:
@@ -1181,6 +1244,7 @@ COMMANDS = {
     ("token", "list"): _token_list_revoke,
     ("token", "revoke"): _token_list_revoke,
     ("status", None): _status,
+    ("apply", None): _apply,
     ("breakers", None): _breakers,
 }
 

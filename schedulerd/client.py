@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from itertools import count, islice
@@ -22,6 +22,7 @@ from uuid import UUID
 
 import structlog
 
+from schedulerd import apply as apply_module
 from schedulerd import config as config_module
 from schedulerd import servers
 from schedulerd.clock import ServerClock
@@ -398,6 +399,29 @@ class Client:
         except ValidationError as exc:
             raise ValidationError(_ARGUMENT_OF.get(exc.field, exc.field), exc.message, exc.limit) from None
 
+    async def apply(
+        self, declarations: Sequence[Mapping[str, Any]] | Mapping[str, Any] | str | Path, *, source: str | None = None,
+        tenant: str = "default", plan: bool = False, prune: bool = False, force: bool = False,
+    ) -> apply_module.Plan:  # fmt: skip
+        """Schedules as code (apply.Apply): make the jobs of `source` what the declarations say,
+        in one transaction. `declarations`: a list of job tables (the API body's fields, each with
+        its `name`), a parsed schedules file ({"source": ..., "job": [...]}) or the path of one
+        (source: its `source` key, else its stem). plan: the same answer, nothing written. prune:
+        delete the source's jobs no longer declared. force: overwrite jobs edited elsewhere since
+        the last apply (else DriftError, nothing written). Raises ValidationError naming the job
+        and field (nothing written)."""
+        if isinstance(declarations, (str, Path)):
+            file_source, documents = apply_module.load(declarations)
+        elif isinstance(declarations, Mapping):
+            file_source, documents = apply_module.parsed(declarations, "declarations", source)
+        else:
+            file_source, documents = source, list(declarations)
+        chosen = apply_module.check_source(source if source is not None else file_source)
+        declared = apply_module.declarations(documents, tenant, str(declarations) if isinstance(declarations, (str, Path))
+                                             else "declarations")  # fmt: skip
+        applier = apply_module.Apply(self.store, self.intake, self.jobs)
+        return await applier.apply(declared, tenant=tenant, source=chosen, plan_only=plan, prune=prune, force=force)
+
     async def get_execution(self, execution_id: UUID | str) -> Execution | None:
         return await self.store.execution_get(UUID(str(execution_id)))
 
@@ -493,6 +517,9 @@ class SyncClient:
         **changes: Any,
     ) -> Edit:  # fmt: skip
         return self._run(self.client.update_job(job_id, tenant=tenant, dry_run=dry_run, if_version=if_version, **changes))
+
+    def apply(self, declarations: Sequence[Mapping[str, Any]] | Mapping[str, Any] | str | Path, **options: Any) -> apply_module.Plan:
+        return self._run(self.client.apply(declarations, **options))
 
     def get_execution(self, execution_id: UUID | str) -> Execution | None:
         return self._run(self.client.get_execution(execution_id))

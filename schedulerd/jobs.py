@@ -10,6 +10,7 @@ missing one. None means an operator acting on every tenant (the CLI).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import uuid
@@ -419,6 +420,9 @@ class Edit:
     written: int
     dry_run: bool
     replayed: dict[str, Any] | None = None
+    # An edit inside a caller's transaction: the executions to add to Redis (scores replaced)
+    # once it commits.
+    enqueue: tuple[Enqueue, ...] = field(default=(), repr=False)
 
 
 def _diff(before: list[Run], after: list[Run]) -> tuple[list[Run], list[Run], list[Run]]:
@@ -526,15 +530,21 @@ class Jobs:
             metrics.LATE.labels(LateReason.PAUSED).inc(len(paused_over))
         return job
 
-    async def delete(self, job_id: UUID, tenant: str | None = None) -> tuple[Job, int]:
-        """Soft-delete: no further runs, unstarted executions cancelled, history kept."""
+    async def delete(self, job_id: UUID, tenant: str | None = None, *, tx: Store | None = None) -> tuple[Job, int]:
+        """Soft-delete: no further runs, unstarted executions cancelled, history kept. `tx`:
+        inside this caller's transaction (an apply's), instead of one of its own."""
         await self.get(job_id, tenant)
+        if tx is not None:
+            return await self._delete(tx, job_id)
         async with self.store.transaction() as tx:
-            job = await tx.job_delete(job_id)
-            if job is None:
-                raise NotFoundError(f"job {job_id} not found")
-            cancelled = await tx.execution_cancel_for_job(job_id, "deleted")
-        return job, cancelled
+            return await self._delete(tx, job_id)
+
+    @staticmethod
+    async def _delete(tx: Store, job_id: UUID) -> tuple[Job, int]:
+        job = await tx.job_delete(job_id)
+        if job is None:
+            raise NotFoundError(f"job {job_id} not found")
+        return job, await tx.execution_cancel_for_job(job_id, "deleted")
 
     async def trigger(self, job_id: UUID, tenant: str | None = None) -> Execution:
         """Run a job once now, besides its schedule. Its slot is (this instant, origin trigger),
@@ -552,7 +562,7 @@ class Jobs:
 
     async def update(
         self, job_id: UUID, changes: Mapping[str, Any], tenant: str | None = None, *, dry_run: bool = False,
-        if_version: int | None = None, claim: KeyClaim | None = None,
+        if_version: int | None = None, claim: KeyClaim | None = None, tx: Store | None = None,
     ) -> Edit:  # fmt: skip
         """Edit a job in place, in one transaction holding its row FOR UPDATE (the materialiser,
         pause, trigger and another edit wait; two edits serialise, the second sees the first).
@@ -564,19 +574,23 @@ class Jobs:
         written. A running execution, a retry waiting for its next attempt and an occurrence
         already due are left as they are (each attempt reads the job's params when it starts).
         `if_version`: refuse (StaleVersionError) unless the job is at that version. dry_run:
-        the same answer, nothing written. `claim`: the idempotency key's (intake.key_claim)."""
+        the same answer, nothing written. `claim`: the idempotency key's (intake.key_claim).
+        `tx`: run inside this caller's transaction (an apply's) instead of one of its own; then
+        nothing goes to Redis: Edit.enqueue lists what to add once that transaction commits."""
         _check_changes_types(changes)
+        if tx is not None and claim is not None:
+            raise ValueError("an edit inside a caller's transaction takes no idempotency key")
         try:
-            return await self._update(job_id, changes, tenant, dry_run, if_version, claim)
+            return await self._update(job_id, changes, tenant, dry_run, if_version, claim, tx)
         except _Replayed as replayed:
             job = await self.get(job_id, tenant)
             return Edit(job, [], [], [], 0, 0, False, replayed=replayed.answer)
 
     async def _update(
         self, job_id: UUID, changes: Mapping[str, Any], tenant: str | None, dry_run: bool, if_version: int | None,
-        claim: KeyClaim | None,
+        claim: KeyClaim | None, outer: Store | None = None,
     ) -> Edit:  # fmt: skip
-        async with self.store.transaction() as tx:
+        async with contextlib.nullcontext(outer) if outer is not None else self.store.transaction() as tx:
             job = await tx.job_lock_for_edit(job_id)
             if job is None or (tenant is not None and job.tenant != tenant):
                 raise NotFoundError(f"job {job_id} not found")
@@ -619,6 +633,8 @@ class Jobs:
             # Recorded once written, so a replay answers exactly what this request answers.
             if claim is not None and (earlier := await claim.take(tx, edit)) is not None:
                 raise _Replayed(earlier)  # a concurrent request with this key won: roll this one back
+        if outer is not None:
+            return replace(edit, enqueue=tuple(queued(changed + created)))
         # Scores replaced: a kept row's due time moves with a new smearing window.
         await enqueue_committed(self.queue, queued(changed + created), "jobs.enqueue_failed", only_new=False)
         log.info("jobs.edited", job_id=str(job.id), tenant=job.tenant, version=written.version, fields=sorted(changes),

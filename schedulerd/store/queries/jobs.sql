@@ -177,3 +177,17 @@ WITH j AS (
 )
 SELECT coalesce(array_agg(id) FILTER (WHERE status = 'pending'), '{}') AS pending FROM execution;
 
+
+-- name: job_source_lock
+-- Serialise applies of one source ($1 tenant, $2 source) until the transaction ends, so two
+-- applies cannot both add the same name. Call inside a transaction.
+SELECT pg_advisory_xact_lock(hashtextextended('schedulerd.apply/' || $1 || '/' || $2, 0));
+
+-- name: job_lock_source
+-- The live jobs of source $2 of tenant $1, locked FOR UPDATE in one order (name, id), each with
+-- applied_version (the version the last apply left it at). Call inside a transaction.
+SELECT * FROM jobs WHERE tenant = $1 AND source = $2 AND deleted_at IS NULL ORDER BY name, id FOR UPDATE;
+
+-- name: job_mark_applied_many
+-- Record that an apply of source $2 left these jobs ($1 ids) at their current version.
+UPDATE jobs SET source = $2, applied_version = version WHERE id = ANY($1::uuid[]);
