@@ -152,8 +152,7 @@ def parsed(document: Mapping[str, Any], where: str, default_source: str | None) 
 def declarations(documents: Sequence[Mapping[str, Any]], tenant: str, where: str = "declarations") -> list[Declaration]:
     """The declared jobs, each checked against the API body's fields; a refusal names `where`
     (the file), the job and the key, and nothing is written."""
-    from schedulerd.api.schemas import JobCreate
-    from schedulerd.bulk_create import _pydantic_field
+    from schedulerd.api.schemas import JobCreate, pydantic_field
 
     if isinstance(documents, Mapping) or not isinstance(documents, Sequence):
         raise ValidationError(where, "must be a list of job declarations")
@@ -177,7 +176,7 @@ def declarations(documents: Sequence[Mapping[str, Any]], tenant: str, where: str
         try:
             body = JobCreate.model_validate(dict(document))
         except PydanticValidationError as exc:
-            key, message = _pydantic_field(exc)
+            key, message = pydantic_field(exc, "job")
             raise ValidationError(f"{at}: {key}", message) from None
         declared.append(Declaration(name, body.spec(tenant)))
     return declared

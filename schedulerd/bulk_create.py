@@ -14,7 +14,7 @@ from typing import IO, Any
 
 from pydantic import ValidationError as PydanticValidationError
 
-from schedulerd.api.schemas import BODY_FIELDS, JobBatchItem
+from schedulerd.api.schemas import BODY_FIELDS, JobBatchItem, pydantic_field
 from schedulerd.client import Client
 from schedulerd.intake import Item, Refused
 
@@ -40,15 +40,6 @@ class Report:
     first_job_ids: list[str] = field(default_factory=list)  # of the first few created, for the summary
 
 
-def _pydantic_field(exc: PydanticValidationError) -> tuple[str, str]:
-    first = exc.errors()[0]
-    where = ".".join(str(part) for part in first.get("loc", ())) or "line"
-    message = str(first.get("msg", "is invalid")).removeprefix("Value error, ")
-    if first.get("type") == "extra_forbidden":
-        message = "is not a field of a job"
-    return where, message
-
-
 def parse_line(text: str, number: int, tenant: str) -> Item | LineError:
     """One NDJSON line as an intake item, or why it is refused (field named as the API does)."""
     try:
@@ -63,7 +54,7 @@ def parse_line(text: str, number: int, tenant: str) -> Item | LineError:
     try:
         body = JobBatchItem.model_validate(document)
     except PydanticValidationError as exc:
-        return LineError(number, *_pydantic_field(exc))
+        return LineError(number, *pydantic_field(exc, "line"))
     return Item(body.spec(line_tenant), body.idempotency_key)
 
 

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
+from pydantic import ValidationError as PydanticValidationError
 from pydantic import (
     AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, WithJsonSchema,
 )  # fmt: skip
@@ -48,6 +49,16 @@ OVERLAP_HELP = doc("overlap")
 
 # The names refusals carry (JobSpec's, flat) -> the request body's (nested for some).
 BODY_FIELDS = {**renamed("body"), "id": "job_id"}  # id: a steered job's, the path's job_id
+
+
+def pydantic_field(exc: PydanticValidationError, whole: str) -> tuple[str, str]:
+    """A body refused by its model: the first error's field path (`whole`: none) and message."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first.get("loc", ())) or whole
+    message = str(first.get("msg", "is invalid")).removeprefix("Value error, ")
+    if first.get("type") == "extra_forbidden":
+        message = "is not a field of a job"
+    return where, message
 
 
 class _Input(BaseModel):

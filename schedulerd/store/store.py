@@ -203,10 +203,14 @@ class Store:
         row = await self.db.fetchrow(QUERIES["job_set_enabled"], job_id, enabled, cursor, note, by)
         return Job.from_row(row) if row else None
 
+    async def job_source_lock(self, tenant: str, source: str) -> None:
+        """Inside a transaction: hold the apply lock of (tenant, source) until it ends."""
+        await self.db.execute(QUERIES["job_source_lock"], tenant, source)
+
     async def job_lock_source(self, tenant: str, source: str) -> list[tuple[Job, int | None]]:
         """Inside a transaction: hold the apply lock of (tenant, source), then lock that source's
         live jobs (by name, id), each with the version the last apply left it at."""
-        await self.db.execute(QUERIES["job_source_lock"], tenant, source)
+        await self.job_source_lock(tenant, source)
         rows = await self.db.fetch(QUERIES["job_lock_source"], tenant, source)
         return [(Job.from_row(r), r["applied_version"]) for r in rows]
 
