@@ -633,3 +633,48 @@ class TzReport(BaseModel):
 
     last_recompute: TzRecompute | None
     moved_jobs: list[TzMovedJob]
+
+
+class ApplyRequest(_Input):
+    """Schedules as code: the jobs a source declares, each the body of a create with its name."""
+
+    source: Text = Field(..., min_length=1, max_length=200, description="the name this set of jobs is kept under")
+    jobs: list[dict[str, Any]] = Field(..., max_length=1000, description="the declared jobs: each a POST /v1/jobs body "
+                                       "with a name (its key within the source) and a cron or a run_at")  # fmt: skip
+    prune: StrictBool = Field(False, description="delete the source's jobs the declarations no longer name")
+    force: StrictBool = Field(False, description="overwrite jobs edited elsewhere since the last apply (drift)")
+
+
+class AppliedJob(BaseModel):
+    name: str
+    job: Job = Field(..., description="added: the job created (dry run: as it would be; its id is not kept)")
+
+
+class AppliedChange(BaseModel):
+    name: str
+    fields: list[str] = Field(..., description="what differs from the declaration (JobSpec names)")
+    drifted: bool = Field(..., description="edited elsewhere since the last apply, overwritten because of force")
+    edit: JobEdited
+
+
+class AppliedDrift(BaseModel):
+    name: str
+    job_id: UUID
+    version: int
+    applied_version: int | None = Field(..., description="the version the last apply left the job at")
+    fields: list[str] = Field(..., description="what differs from the declaration; empty: a removal")
+
+
+class ApplyPlan(BaseModel):
+    """What an apply did (applied) or would do (dry run)."""
+
+    tenant: str
+    source: str
+    applied: bool
+    added: list[AppliedJob]
+    changed: list[AppliedChange]
+    removed: list[AppliedJob] = Field(..., description="deleted (prune)")
+    unchanged: list[str]
+    undeclared: list[AppliedJob] = Field(..., description="no longer declared, kept (prune deletes them)")
+    drifted: list[AppliedDrift] = Field(..., description="edited elsewhere; a plan lists them, an apply refuses (409) "
+                                        "unless force")  # fmt: skip
