@@ -209,7 +209,7 @@ class Store:
 
     async def job_lock_source(self, tenant: str, source: str) -> list[tuple[Job, int | None]]:
         """Inside a transaction: hold the apply lock of (tenant, source), then lock that source's
-        live jobs (by name, id), each with the version the last apply left it at."""
+        live jobs (in id order), each with the version the last apply left it at."""
         await self.job_source_lock(tenant, source)
         rows = await self.db.fetch(QUERIES["job_lock_source"], tenant, source)
         return [(Job.from_row(r), r["applied_version"]) for r in rows]

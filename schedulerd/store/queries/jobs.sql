@@ -184,9 +184,9 @@ SELECT coalesce(array_agg(id) FILTER (WHERE status = 'pending'), '{}') AS pendin
 SELECT pg_advisory_xact_lock(hashtextextended('schedulerd.apply/' || $1 || '/' || $2, 0));
 
 -- name: job_lock_source
--- The live jobs of source $2 of tenant $1, locked FOR UPDATE in one order (name, id), each with
+-- The live jobs of source $2 of tenant $1, locked FOR UPDATE in id order (as every multi-row lock), each with
 -- applied_version (the version the last apply left it at). Call inside a transaction.
-SELECT * FROM jobs WHERE tenant = $1 AND source = $2 AND deleted_at IS NULL ORDER BY name, id FOR UPDATE;
+SELECT * FROM jobs WHERE tenant = $1 AND source = $2 AND deleted_at IS NULL ORDER BY id FOR UPDATE;
 
 -- name: job_mark_applied_many
 -- Record that an apply of source $2 left these jobs ($1 ids) at their current version.
