@@ -15,6 +15,7 @@ from uuid import UUID
 import asyncpg
 
 from schedulerd.core.ids import scheduled_for_bounds
+from schedulerd.errors import ConflictError
 from schedulerd.models import (
     ApiToken, Attempt, CancelPlan, Claim, Enqueue, Execution, FailedExecution, Forecast, IdempotencyRecord, Job, JobAction,
     JobFilter, LastExecution,
@@ -188,12 +189,20 @@ class Store:
     ) -> Job | None:  # fmt: skip
         """Write an edited definition (`values` as jobs.validate returns them), one version up."""
         v = values
-        row = await self.db.fetchrow(
-            QUERIES["job_update"], job_id, v["name"], v["params_json"], v["schedule_kind"], v["run_at"], v["cron"],
-            v["timezone"], v["misfire_policy"], v["catch_up_limit"], v["window_s"], v["max_attempts"],
-            v["backoff_base_s"], v["backoff_factor"], v["backoff_max_s"], v["timeout_s"], v["dst_repeated"],
-            v["dst_missing"], v["overlap"], None if labels is None else json.dumps(labels), cursor, tzdata_version, written,
-        )  # fmt: skip
+        try:
+            row = await self.db.fetchrow(
+                QUERIES["job_update"], job_id, v["name"], v["params_json"], v["schedule_kind"], v["run_at"], v["cron"],
+                v["timezone"], v["misfire_policy"], v["catch_up_limit"], v["window_s"], v["max_attempts"],
+                v["backoff_base_s"], v["backoff_factor"], v["backoff_max_s"], v["timeout_s"], v["dst_repeated"],
+                v["dst_missing"], v["overlap"], None if labels is None else json.dumps(labels), cursor, tzdata_version,
+                written,
+            )  # fmt: skip
+        except asyncpg.UniqueViolationError as exc:
+            if exc.constraint_name != "jobs_tenant_source_name":
+                raise
+            # A name is the key of a job declared in a schedules file (its source): renaming one
+            # onto another's would make two jobs answer to one declaration.
+            raise ConflictError("name", f"another job of the same source already has the name {v['name']!r}") from None
         return Job.from_row(row) if row else None
 
     async def job_set_enabled(

@@ -14,7 +14,7 @@ import pytest
 from schedulerd.apply import DriftError
 from schedulerd.client import Client
 from schedulerd.config import Config
-from schedulerd.errors import ValidationError
+from schedulerd.errors import ConflictError, ValidationError
 from schedulerd.models import ExecutionStatus
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store
@@ -183,3 +183,14 @@ async def test_two_applies_racing_add_each_name_once(client: Client, store: Stor
     assert len(await store.db.fetch("SELECT id FROM jobs WHERE deleted_at IS NULL")) == 2
     statuses = await store.db.fetch("SELECT DISTINCT status FROM executions")
     assert {r["status"] for r in statuses} <= {ExecutionStatus.PENDING, ExecutionStatus.QUEUED}
+
+
+async def test_renaming_a_declared_job_onto_another_of_its_source_is_a_conflict(client: Client, store: Store) -> None:
+    await client.apply([NIGHTLY, EVERY], source="ops")
+    job_id = (await _live(store))["every-10"]["id"]
+    with pytest.raises(ConflictError) as refused:
+        await client.update_job(job_id, name="nightly")
+    assert refused.value.field == "name"
+    await client.update_job(job_id, name="renamed")  # a free name: the job leaves the declaration's key
+    plan = await client.apply([NIGHTLY, EVERY], source="ops", plan=True)
+    assert [a.name for a in plan.added] == ["every-10"] and [r.name for r in plan.undeclared] == ["renamed"]
