@@ -33,11 +33,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from schedulerd import tzchange, tzdb
+from schedulerd.apply import Apply, DriftError, declarations
 from schedulerd.cancels import CancelFilter, Cancels
 from schedulerd.config import Config, DispatcherConfig, JobsConfig, MaterialiserConfig, RetentionConfig, SweeperConfig, WorkerConfig
 from schedulerd.core.schedule import zone_rules
 from schedulerd.dead_letters import DeadLetters
 from schedulerd.errors import ConflictError, NotFoundError, TooLateError, ValidationError
+from schedulerd.intake import Intake
 from schedulerd.jobs import Jobs, JobSpec
 from schedulerd.materialiser import Materialiser
 from schedulerd.models import Enqueue
@@ -327,6 +329,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.jobs = Jobs(self.store, self.queue, self.config)
         self.dead = DeadLetters(self.store, self.queue, self.config)
         self.cancels = Cancels(self.store)
+        self.applier = Apply(self.store, Intake(self.store, self.queue, self.config), self.jobs)
         self.retention = Retention(self.store, RetentionConfig(days=3, premake_days=1, lock_timeout_s=0.5))
         await self.sweeper.run_once()  # markers and the layout in use
 
@@ -579,6 +582,37 @@ class LifecycleMachine(RuleBasedStateMachine):
                 self.accepted.setdefault(row["id"], "schedule")
 
         self.run(go(), f"edit {str(job_id)[-6:]} cron {cron!r}{' (dry run)' if dry_run else ''}")
+
+    @action(1, crons=st.lists(st.sampled_from(["* * * * *", "*/2 * * * *", None]), min_size=2, max_size=2),
+            prune=st.booleans())
+    def apply(self, crons: list[str | None], prune: bool) -> None:
+        """Apply a declared source of two jobs (None: that one not declared) through `Apply`: added
+        jobs and the occurrences of changed ones are accepted work like any other (checked never
+        lost); a pruned job is deleted like `delete`'s; a declared job the `edit` rule changed since
+        the last apply is drift, and the apply writes nothing."""
+        documents = [{"name": f"declared-{i}", "task": "lifecycle.ok", "cron": cron, "timeout_s": 5.0}
+                     for i, cron in enumerate(crons) if cron is not None]  # fmt: skip
+
+        async def go() -> None:
+            try:
+                plan = await self.applier.apply(declarations(documents, "t1"), tenant="t1", source="lifecycle", prune=prune)
+            except DriftError:
+                return
+            for added in plan.added:
+                self.jobs_made[added.job.id] = "cron"
+            after = await self.store.clock_now()
+            for removed in plan.removed:
+                self.deleted.add(removed.job.id)
+                spans = self.disabled.setdefault(removed.job.id, [])
+                if not spans or spans[-1][1] is not None:
+                    spans.append([after, None])
+            written = [a.job.id for a in plan.added] + [c.edit.job.id for c in plan.changed]
+            for row in await self.store.db.fetch(
+                "SELECT id FROM executions WHERE job_id = ANY($1::uuid[]) AND status IN ('pending', 'queued')", written
+            ):
+                self.accepted.setdefault(row["id"], "schedule")
+
+        self.run(go(), f"apply {crons}{' --prune' if prune else ''}")
 
     @action(2)
     def redrive(self) -> None:
