@@ -96,7 +96,7 @@ def _figure(value: float) -> str:
 
 
 def report(base: Side, work: Side) -> list[str]:
-    lines = [f"{'figure':<22}{base.name:>26}{work.name:>26}{'ratio':>8}"]
+    lines = [f"{'figure':<22}{base.name:>32}{work.name:>32}{'ratio':>8}"]
     for name, read in FIGURES.items():
         a = [v for v in map(read, base.results) if v is not None]
         b = [v for v in map(read, work.results) if v is not None]
@@ -105,7 +105,7 @@ def report(base: Side, work: Side) -> list[str]:
         ma, mb = statistics.median(a), statistics.median(b)
         ratio = f"{mb / ma:.2f}" if ma else "-"
         runs_a, runs_b = "/".join(map(_figure, a)), "/".join(map(_figure, b))
-        lines.append(f"{name:<22}{_figure(ma) + ' (' + runs_a + ')':>26}{_figure(mb) + ' (' + runs_b + ')':>26}{ratio:>8}")
+        lines.append(f"{name:<22}{_figure(ma) + ' (' + runs_a + ')':>32}{_figure(mb) + ' (' + runs_b + ')':>32}{ratio:>8}")
     return lines
 
 
