@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
 
 import asyncpg
@@ -28,11 +29,14 @@ MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 BROKEN_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     OSError, TimeoutError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError,
 )  # fmt: skip
+# A server that became a standby (a failover demoted it) refuses writes with this: Store.reconnect.
+STANDBY_ERRORS: tuple[type[BaseException], ...] = (asyncpg.ReadOnlySQLTransactionError,)
 # A write that failed with one of these may succeed unchanged when tried again on a fresh
-# connection: the connection broke or hung, the server is restarting, a lock wait gave up.
+# connection: the connection broke or hung, the server is restarting, a lock wait gave up, or the
+# server became a standby (a failover demoted it; Store.reconnect finds the new primary).
 RETRYABLE_ERRORS: tuple[type[BaseException], ...] = BROKEN_CONNECTION_ERRORS + (
     asyncpg.QueryCanceledError, asyncpg.TransactionRollbackError, asyncpg.LockNotAvailableError,
-    asyncpg.OperatorInterventionError, asyncpg.InsufficientResourcesError,
+    asyncpg.OperatorInterventionError, asyncpg.InsufficientResourcesError, *STANDBY_ERRORS,
 )  # fmt: skip
 # Any other error from Postgres refused the statement for what it carries: the same rows fail again.
 REFUSED_ERRORS: tuple[type[BaseException], ...] = (asyncpg.PostgresError,)
@@ -56,6 +60,23 @@ def _yoyo_url(database_url: str) -> str:
     return f"postgresql+psycopg://{rest}" if scheme in ("postgres", "postgresql") else database_url
 
 
+async def single_host_url(database_url: str) -> str:
+    """The URL with one host: for a multi-host URL ([database].url naming every node of an HA
+    formation), the host that asyncpg reaches with it, which target_session_attrs=read-write makes
+    the primary. yoyo parses URLs itself and takes one host only."""
+    parts = urlsplit(database_url)
+    if "," not in parts.netloc:
+        return database_url
+    connection = await asyncpg.connect(database_url)
+    try:
+        host, port = connection._addr  # noqa: SLF001 (asyncpg has no public name for the address it chose)
+    finally:
+        await connection.close()
+    userinfo = parts.netloc.rpartition("@")[0]
+    netloc = f"{userinfo + '@' if userinfo else ''}{f'[{host}]' if ':' in host else host}:{port}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
 def _migrate_sync(database_url: str) -> int:
     from yoyo import get_backend, read_migrations
 
@@ -73,7 +94,7 @@ def _migrate_sync(database_url: str) -> int:
 
 async def migrate(database_url: str) -> int:
     """Apply pending migrations; returns how many were applied (0 when current)."""
-    return await asyncio.to_thread(_migrate_sync, database_url)
+    return await asyncio.to_thread(_migrate_sync, await single_host_url(database_url))
 
 
 def _pending_sync(database_url: str) -> list[str]:
@@ -87,7 +108,7 @@ def _pending_sync(database_url: str) -> list[str]:
 
 
 async def migrations_pending(database_url: str) -> list[str]:
-    return await asyncio.to_thread(_pending_sync, database_url)
+    return await asyncio.to_thread(_pending_sync, await single_host_url(database_url))
 
 
 # TCP keepalive on both ends of every pooled connection, so a peer that vanished without a reset
@@ -154,6 +175,13 @@ class Store:
             await self.reads.close()
         await self.db.close()
 
+    async def reconnect(self) -> None:
+        """Replace the pool's connections as they are next acquired: one of them reached a server
+        that refused a write as a standby (a demoted primary), and a new connection finds the
+        primary again (target_session_attrs=read-write in a multi-host URL)."""
+        if isinstance(self.db, asyncpg.Pool):
+            await self.db.expire_connections()
+
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Store]:
         """A Store bound to one connection; everything in the block commits together."""
@@ -168,6 +196,9 @@ class Store:
     async def job_get(self, job_id: UUID) -> Job | None:
         row = await self.db.fetchrow(QUERIES["job_get"], job_id)
         return Job.from_row(row) if row else None
+
+    async def job_get_many(self, job_ids: Sequence[UUID]) -> dict[UUID, Job]:
+        return {r["id"]: Job.from_row(r) for r in await self.db.fetch(QUERIES["job_get_many"], list(job_ids))}
 
     async def job_lock(self, job_id: UUID) -> Job | None:
         row = await self.db.fetchrow(QUERIES["job_lock"], job_id)
@@ -751,6 +782,9 @@ class Store:
         # COPY (query) takes no statement terminator.
         await self.db.copy_from_query(query.rstrip(";"), low, high, output=output, format="csv", header=True)
 
+    async def server_is_primary(self) -> bool:
+        return await self.db.fetchval(QUERIES["server_is_primary"])
+
     async def migration_applied(self) -> set[str]:
         return {r["migration_id"] for r in await self.db.fetch(QUERIES["migration_applied"])}
 
@@ -898,6 +932,13 @@ class Store:
         return set(await self.db.fetchval(
             QUERIES["job_insert_many"], *columns[:21], created_at, execution_ids, horizon_s, queue_now, *columns[21:]
         ))  # fmt: skip
+
+    async def execution_of_jobs(self, job_ids: Sequence[UUID]) -> dict[UUID, list[tuple[UUID, datetime, str]]]:
+        """Each job's executions as (id, due_at, status), in scheduled order."""
+        by_job: dict[UUID, list[tuple[UUID, datetime, str]]] = {}
+        for r in await self.db.fetch(QUERIES["execution_of_jobs"], list(job_ids)):
+            by_job.setdefault(r["job_id"], []).append((r["id"], r["due_at"], r["status"]))
+        return by_job
 
     async def execution_committed(self, execution_ids: Sequence[UUID]) -> list[Enqueue]:
         ids = list(execution_ids)
