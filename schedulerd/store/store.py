@@ -531,7 +531,7 @@ class Store:
         self, execution_ids: Sequence[str | UUID], job_ids: Sequence[UUID], due_by: datetime | None = None
     ) -> list[Any]:
         """Rows: id, job_id, scheduled_for, overlap, busy, running_for (the running one's
-        scheduled_for), cancel_requested, waiting_id (oldest first per job). due_by: see
+        scheduled_for), cancel_requested, waiting_id and waiting_for (oldest first per job). due_by: see
         execution_claim_many."""
         ids = list(execution_ids)
         return await self.db.fetch(
