@@ -213,3 +213,17 @@ async def test_a_create_whose_commit_reply_was_lost_answers_201_once(
     assert lost.left == 0 and created.status_code == 201, created.text
     assert await jobs_of(store, tenant) == 1
     assert created.json()["job"]["id"] == str(await store.db.fetchval("SELECT id FROM jobs WHERE tenant = $1", tenant))
+
+
+async def test_a_database_that_does_not_answer_is_a_503_with_retry_after(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Mid-failover (no primary yet) a request gets a JSON 503 saying so, not a 500 and a traceback."""
+
+    async def failing_over(*args: object, **kwargs: object) -> None:
+        raise ConnectionRefusedError("connection refused: no primary yet")
+
+    monkeypatch.setattr(Store, "job_page", failing_over)
+    answer = await client.get("/v1/jobs")
+    assert answer.status_code == 503 and answer.headers["Retry-After"] == "2"
+    assert answer.json()["error"]["code"] == "unavailable"
