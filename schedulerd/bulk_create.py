@@ -55,7 +55,7 @@ def parse_line(text: str, number: int, tenant: str) -> Item | LineError:
         body = JobBatchItem.model_validate(document)
     except PydanticValidationError as exc:
         return LineError(number, *pydantic_field(exc, "line"))
-    return Item(body.spec(line_tenant), body.idempotency_key)
+    return Item(body.spec(line_tenant), body.idempotency_key, debounce=body.debounced())
 
 
 def numbered_lines(stream: IO[str]) -> Iterator[tuple[int, str]]:

@@ -141,6 +141,8 @@ _CREATE_FLAG_OPTIONS: dict[str, dict[str, Any]] = {
     "--labels": {"metavar": "SELECTOR"},
     "--start-at": {"metavar": "INSTANT"},
     "--end-at": {"metavar": "INSTANT"},
+    "--debounce-key": {"metavar": "KEY"},
+    "--debounce-window": {"metavar": "DURATION"},
 }  # fmt: skip
 _WHEN_FLAGS = frozenset({"--at", "--in", "--cron"})  # when the job runs: one of them at most
 # A refusal names a field (job_fields: JobSpec's name); the user of `job create` typed flags.
@@ -422,7 +424,9 @@ async def _job_create_from_file(args: argparse.Namespace, config: Config) -> Non
 
     given = [flag for flag, value in (("--task", args.task), ("--at", args.at), ("--in", args.in_), ("--cron", args.cron),
                                       ("--name", args.name), ("--max-attempts", args.max_attempts),
-                                      ("--timeout", args.timeout), ("--window", args.window)) if value is not None]
+                                      ("--timeout", args.timeout), ("--window", args.window),
+                                      ("--debounce-key", args.debounce_key), ("--debounce-window", args.debounce_window))
+             if value is not None]
     if given or args.params != "{}":
         raise ValidationError(given[0] if given else "--params", "does not apply with --from-file (each line gives its own)")
     try:
@@ -458,14 +462,19 @@ async def _job_create(args: argparse.Namespace, config: Config) -> None:
     if args.task is None:
         raise ValidationError("--task", "is required (or --from-file to create many)")
     from schedulerd.core.schedule import Run
-    from schedulerd.intake import Intake, Item, Refused
+    from schedulerd.intake import Debounce, Intake, Item, Refused
     from schedulerd.jobs import labelled_next_runs
     from schedulerd.task_types import TaskTypes
 
     spec = _job_spec(args)
+    window_s = _parse("--debounce-window", parse_duration_s, args.debounce_window) if args.debounce_window else None
+    try:
+        debounce = Debounce.given(args.debounce_key, window_s)
+    except ValidationError as exc:
+        raise _create_flag_error(exc) from None
     async with _Session(config) as jobs:
         intake = Intake(jobs.store, jobs.queue, config, TaskTypes(jobs.store, config.jobs.task_types_seen_within_s))
-        (result,), _ = await intake.create_many([Item(spec)], with_jobs=True)
+        (result,), _ = await intake.create_many([Item(spec, debounce=debounce)], with_jobs=True)
         if isinstance(result, Refused):
             raise _create_flag_error(ValidationError(result.field, result.message, result.limit))
         job = result.job

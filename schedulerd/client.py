@@ -31,7 +31,7 @@ from schedulerd.core.durations import parse_duration_s, parse_instant
 from schedulerd.cancels import UNSTARTED, BulkCancel, CancelFilter, Cancels
 from schedulerd.core.labels import parse_selector
 from schedulerd.errors import ValidationError
-from schedulerd.intake import Enqueued, EnqueuedExecution, Intake, Item, Refused, Result, SharedBatches
+from schedulerd.intake import Debounce, Enqueued, EnqueuedExecution, Intake, Item, Refused, Result, SharedBatches
 from schedulerd.job_actions import Action, ActionResult, JobActions, selector_of
 from schedulerd.job_fields import EDITABLE, renamed
 from schedulerd.jobs import Edit, Jobs, JobSpec
@@ -122,6 +122,8 @@ class JobRequest:
     start_at: datetime | str | None = None  # cron: bounds (docs/schedules.md "Bounds")
     end_at: datetime | str | None = None
     max_runs: int | None = None
+    debounce_key: str | None = None  # one-off: creates with this key share one execution (docs/enqueue.md "Debounce")
+    debounce_window: Duration | None = None
 
     def item(self) -> Item:
         """As the intake takes it; raises ValidationError naming the argument."""
@@ -157,7 +159,8 @@ def _item(options: Mapping[str, Any]) -> Item:
         delay_s=_seconds(get("in_"), "in_"), labels=_labels(get("labels")),
         start_at=_instant(get("start_at"), "start_at"), end_at=_instant(get("end_at"), "end_at"), max_runs=get("max_runs"),
     )  # fmt: skip
-    return Item(spec, get("idempotency_key"))
+    debounce = Debounce.given(get("debounce_key"), _seconds(get("debounce_window"), "debounce_window"))
+    return Item(spec, get("idempotency_key"), debounce=debounce)
 
 
 # update_job's keyword arguments -> JobSpec's fields (job_fields.EDITABLE), and how each is read.

@@ -49,7 +49,8 @@ JOB_COLUMNS = (
 # A dispatch horizon no due time is inside: inside an application's transaction every new
 # execution is written pending, for the dispatcher to enqueue once it can see the row.
 NOT_QUEUED_HORIZON_S = -1e9
-MAX_IDEMPOTENCY_KEY = 200  # characters, as the API's Idempotency-Key header
+MAX_IDEMPOTENCY_KEY = 200  # characters, as the API's Idempotency-Key header (and a debounce key)
+MAX_DEBOUNCE_WINDOW_S = 86400.0
 # Why a key's create is refused (code conflict): the API words each its own way.
 log = structlog.get_logger("schedulerd.intake")
 # A create whose connection broke is retried after 0.1, 0.2, 0.4 ... s, at most 2 s apart.
@@ -69,6 +70,27 @@ class Item:
     idempotency_key: str | None = None
     request_hash: bytes | None = None
     answer: Callable[[Job], Any] | None = None
+    debounce: Debounce | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Debounce:
+    """Creates with one key (per tenant) share one execution while it has not started, due
+    `window_s` after the last of them, with the last one's params; each is answered with it."""
+
+    key: str
+    window_s: float
+
+    @classmethod
+    def given(cls, key: str | None, window_s: float | None) -> Debounce | None:
+        """From a door's two fields: None when neither is given; refused when one comes alone."""
+        if key is None and window_s is None:
+            return None
+        if key is None:
+            raise ValidationError("debounce_key", "is required with debounce_window")
+        if window_s is None:
+            raise ValidationError("debounce_window", "is required with debounce_key")
+        return cls(key, window_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +191,27 @@ class EditKey:
         return answer
 
 
+def _debounced(item: Item) -> JobSpec:
+    """A debounced create's spec: a one-off due its window from now (a later create of its key
+    moves it on). Refused (ValidationError) where the request sets what debouncing decides."""
+    debounce, spec = item.debounce, item.spec
+    assert debounce is not None
+    key = debounce.key
+    if not isinstance(key, str) or not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY or not key.isprintable() \
+            or not key.isascii() or " " in key:  # fmt: skip
+        raise ValidationError("debounce_key", f"must be 1-{MAX_IDEMPOTENCY_KEY} printable ASCII characters without spaces")
+    window_s = debounce.window_s
+    if isinstance(window_s, bool) or not isinstance(window_s, int | float) or not 0 < window_s <= MAX_DEBOUNCE_WINDOW_S:
+        raise ValidationError("debounce_window", f"must be above 0 s and at most 1 day, got {window_s!r}")
+    if spec.cron is not None:
+        raise ValidationError("debounce_key", "applies to one-off jobs, not to a cron schedule")
+    if spec.run_at is not None or spec.delay_s is not None:
+        raise ValidationError("debounce_key", "sets the due time (debounce_window after the last create): give no run_at or in")
+    if item.idempotency_key is not None:
+        raise ValidationError("debounce_key", "give a debounce_key or an idempotency_key, not both")
+    return replace(spec, delay_s=float(window_s))
+
+
 def _refusal(index: int, exc: ValidationError) -> Refused:
     return Refused(index, exc.field, exc.message, "limit_exceeded" if exc.limit else "validation", exc.limit)
 
@@ -203,6 +246,7 @@ class _Accepted:
     values: dict[str, Any] | None  # kept only where the Job row is built (cron jobs, with_jobs, an answer)
     answer: Callable[[Job], Any] | None
     response: Any = None  # the answer recorded with the key
+    debounce: tuple[str, str] | None = None  # (tenant, key) of a debounced create
 
 
 class _Columns:
@@ -270,7 +314,8 @@ class Intake:
                 rechecked.add(task)  # a type newer than the cached list? Asked once per call
                 known = await self.task_types.known([task])  # type: ignore[union-attr]
             try:
-                values = validate(item.spec, self.config, now, known)
+                spec = _debounced(item) if item.debounce is not None else item.spec
+                values = validate(spec, self.config, now, known)
                 key = self._key(item)
             except ValidationError as exc:
                 results[slot] = _refusal(index, exc)
@@ -287,13 +332,15 @@ class Intake:
                 slot, index, columns.append(values), values["id"], values["tenant"], key, request_hash,
                 execution_id(values["run_at"]) if one_off else None, values["run_at"],
                 None if one_off and not with_jobs and item.answer is None else values, item.answer,
+                debounce=(values["tenant"], item.debounce.key) if item.debounce is not None else None,
             )  # fmt: skip
             if key is not None:
                 first_of_key[key] = entry
             accepted.append(entry)
         if accepted:
             if connection is None:
-                to_queue = await self._write_retrying(accepted, columns, results, bool(first_of_key), with_jobs)
+                in_transaction = bool(first_of_key) or any(a.debounce is not None for a in accepted)
+                to_queue = await self._write_retrying(accepted, columns, results, in_transaction, with_jobs)
                 await enqueue_committed(self.queue, to_queue, "jobs.enqueue_failed", shared=True)
                 to_queue = []
             elif connection.is_in_transaction():
@@ -358,11 +405,20 @@ class Intake:
     ) -> list[Enqueue]:
         """The results a committed write would have answered, read back from Postgres: each job with
         its executions; an item the write did not insert was answered from its key's holder."""
+        debounced = [a.debounce for a in accepted if a.debounce is not None and a.job_id not in written]
+        shared = await self.store.debounce_get_many(debounced) if debounced else {}
+        written |= await self.store.job_get_many([job_id for job_id, _ in shared.values()]) if shared else {}
         executions = await self.store.execution_of_jobs(list(written))
         to_queue: list[Enqueue] = []
         held: list[_Accepted] = []
         for a in accepted:
             job = written.get(a.job_id)
+            if job is None and a.debounce in shared:
+                job_id, execution = shared[a.debounce]  # type: ignore[index]
+                job = written[job_id]
+                runs = tuple(EnqueuedExecution(i, due_at, status) for i, due_at, status in executions.get(job_id, ()) if i == execution)
+                results[a.slot] = Enqueued(a.index, job_id, runs, job=job, response=a.answer(job) if a.answer else None)
+                continue
             if job is None:
                 held.append(a)
                 continue
@@ -412,6 +468,9 @@ class Intake:
         keyed = [a for a in accepted if a.key is not None]
         if keyed:
             accepted = await self._claim_keys(tx, keyed, accepted, results, created_at)
+        followers: list[tuple[_Accepted, _Accepted]] = []
+        if any(a.debounce is not None for a in accepted):
+            accepted, followers = await self._debounce(tx, accepted, columns, results)
         if not accepted:
             return []
         horizon_s = self.config.dispatcher.horizon_s
@@ -434,6 +493,14 @@ class Intake:
                                        response=a.response)  # fmt: skip
             if status is queued or (not queue_now and due_at <= horizon_end):
                 to_queue.append(Enqueue(first_id, due_at, a.tenant))
+        leaders = [a for a in one_offs if a.debounce is not None]
+        if leaders:
+            assert all(a.first_execution is not None and a.run_at is not None for a in leaders)
+            await tx.debounce_point_many([(*a.debounce, a.job_id, a.first_execution, a.run_at) for a in leaders])  # type: ignore[misc]
+            for a, leader in followers:
+                leading = results[leader.slot]
+                assert isinstance(leading, Enqueued)
+                results[a.slot] = replace(leading, index=a.index)
         crons = [a for a in accepted if a.first_execution is None]
         if crons:
             jobs = [_job(a.values, created_at) for a in crons if a.values is not None]
@@ -453,6 +520,49 @@ class Intake:
             to_queue.extend(done.enqueue if queue_now else
                             [Enqueue(e.id, e.due_at, e.tenant) for e in done.executions if e.due_at <= horizon_end])
         return to_queue
+
+    async def _debounce(
+        self, tx: Store, accepted: list[_Accepted], columns: _Columns, results: list[Result | None]
+    ) -> tuple[list[_Accepted], list[tuple[_Accepted, _Accepted]]]:
+        """Debounced creates, under their keys' locks: where a key's execution has not started, it
+        moves to the last create's due time and params and answers every create of the key;
+        otherwise the key's last create in this batch is written (and the key pointed at it) and
+        answers the others. Returns the items still to insert, and (item, the one it shares) pairs."""
+        last: dict[tuple[str, str], _Accepted] = {}
+        for a in accepted:
+            if a.debounce is not None:
+                last[a.debounce] = a  # slot order: the last create of each key wins
+        await tx.debounce_make_many(sorted(last))
+        shared = await tx.debounce_lock_many(sorted(last))
+        params = columns.lists[JOB_COLUMNS.index("params_json")]
+        moves = [(at[0], at[1], last[k].run_at, params[last[k].row]) for k, at in shared.items() if at is not None]
+        moved = await tx.debounce_extend_many(moves) if moves else {}  # type: ignore[arg-type]
+        answered: dict[tuple[str, str], Enqueued] = {}
+        if moved:
+            jobs = await tx.job_get_many([job_id for job_id, *_ in moved.values()])
+            points = []
+            for k, at in shared.items():
+                if at is None or at[0] not in moved:
+                    continue
+                job_id, _, status, due_at = moved[at[0]]
+                points.append((*k, job_id, at[0], at[1]))
+                job = jobs[job_id]
+                answer = last[k].answer
+                answered[k] = Enqueued(0, job_id, (EnqueuedExecution(at[0], due_at, status),), job=job,
+                                       response=answer(job) if answer is not None else None)  # fmt: skip
+            await tx.debounce_point_many(points)
+        kept: list[_Accepted] = []
+        followers: list[tuple[_Accepted, _Accepted]] = []
+        for a in accepted:
+            if a.debounce is None:
+                kept.append(a)
+            elif a.debounce in answered:
+                results[a.slot] = replace(answered[a.debounce], index=a.index)
+            elif a is last[a.debounce]:
+                kept.append(a)
+            else:
+                followers.append((a, last[a.debounce]))
+        return kept, followers
 
     async def _claim_keys(
         self, tx: Store, keyed: list[_Accepted], accepted: list[_Accepted], results: list[Result | None],

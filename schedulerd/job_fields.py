@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class JobField:
-    spec: str  # JobSpec's field (idempotency_key: the intake Item's); the name a refusal carries
+    spec: str  # JobSpec's field (idempotency_key and debounce_*: the intake Item's); the name a refusal carries
     argument: str | None  # Client.enqueue / JobRequest keyword; None: no Python argument
     body: str | None  # path in the POST /v1/jobs/batch item ("retry.max_attempts"); None: not in the body
     flag: str | None  # `schedulerd job create` flag; None: no flag
@@ -68,6 +68,12 @@ FIELDS: tuple[JobField, ...] = (
     JobField("end_at", "end_at", "end_at", "--end-at", "recurring jobs: no run at or after this instant; then the job is done"),
     JobField("max_runs", "max_runs", "max_runs", "--max-runs",
              "recurring jobs: at most this many scheduled runs in all; then the job is done"),
+    JobField("debounce_key", "debounce_key", "debounce.key", "--debounce-key",
+             "one-off jobs: creates with this key (per tenant) share one execution while it has not started, "
+             "due debounce_window after the last of them, with its params"),
+    JobField("debounce_window_s", "debounce_window", "debounce.window_s", "--debounce-window",
+             "with debounce_key: how long after the last create of the key its execution falls due (at most 1 day)",
+             flag_note=", e.g. 30s", refused_as="debounce_window"),
     JobField("idempotency_key", "idempotency_key", "idempotency_key", None,
              "repeat this create safely: the same key (per tenant) returns the first result"),
 )  # fmt: skip

@@ -29,6 +29,7 @@ from schedulerd.loops import every
 from schedulerd.store import Store
 
 log = structlog.get_logger("schedulerd.retention")
+DEBOUNCE_KEY_KEPT_S = 2 * 86400.0  # twice the longest debounce window
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class RetentionResult:
     deferred: list[date] = field(default_factory=list)  # its rows in the default partition include queued or running ones
     busy: bool = False  # another replica held the maintenance lock
     idempotency_keys_pruned: int = 0  # keys past [api].idempotency_ttl_s deleted
+    debounce_keys_pruned: int = 0  # debounce keys unused for DEBOUNCE_KEY_KEPT_S whose execution started
 
 
 def day_bounds(day: date) -> tuple[datetime, datetime]:
@@ -84,7 +86,13 @@ class Retention:
         pruned = await self.store.idempotency_prune(self.idempotency_ttl_s) if self.idempotency_ttl_s is not None else 0
         if pruned:
             log.info("retention.idempotency_keys_pruned", count=pruned)
-        return RetentionResult(created, dropped, kept, deferred=deferred, idempotency_keys_pruned=pruned)
+        # A key's row names the execution its creates share; once that one started and the key went
+        # unused for longer than any window (1 day), the next create makes a new one all the same.
+        forgotten = await self.store.debounce_forget_old(DEBOUNCE_KEY_KEPT_S)
+        if forgotten:
+            log.info("retention.debounce_keys_pruned", count=forgotten)
+        return RetentionResult(created, dropped, kept, deferred=deferred, idempotency_keys_pruned=pruned,
+                               debounce_keys_pruned=forgotten)  # fmt: skip
 
     async def _drop(self, day: date) -> bool:
         """Export (when configured) then drop one expired day; False when it must be kept."""

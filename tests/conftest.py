@@ -22,7 +22,7 @@ import pytest
 
 from schedulerd.config import Config, DispatcherConfig, JobsConfig, SweeperConfig, WorkerConfig
 from schedulerd.errors import ValidationError
-from schedulerd.intake import Intake, Item, Refused
+from schedulerd.intake import Debounce, Intake, Item, Refused
 from schedulerd.jobs import Jobs, JobSpec
 from schedulerd.log import configure as configure_logging
 from schedulerd.models import Execution, Job
@@ -115,11 +115,11 @@ def config() -> Config:
     )
 
 
-async def create_job(jobs: Jobs, spec: JobSpec) -> tuple[Job, list[Execution]]:
+async def create_job(jobs: Jobs, spec: JobSpec, debounce: Debounce | None = None) -> tuple[Job, list[Execution]]:
     """Create one job through the one create path (intake.Intake) with the store, queue and config
     of `jobs`: the job row and its first executions as recorded. Raises ValidationError naming
     the field, as every door's refusal does."""
-    (result,), _ = await Intake(jobs.store, jobs.queue, jobs.config).create_many([Item(spec)], with_jobs=True)
+    (result,), _ = await Intake(jobs.store, jobs.queue, jobs.config).create_many([Item(spec, debounce=debounce)], with_jobs=True)
     if isinstance(result, Refused):
         raise ValidationError(result.field, result.message, result.limit)
     assert result.job is not None

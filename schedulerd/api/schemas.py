@@ -15,6 +15,7 @@ from pydantic import (
 from schedulerd.core.durations import parse_instant, text_problem
 from schedulerd.core.late import LateReason
 from schedulerd.job_fields import EDITABLE, doc, renamed
+from schedulerd.intake import Debounce
 from schedulerd.jobs import JobSpec
 from schedulerd.models import ExecutionStatus
 
@@ -79,8 +80,17 @@ class MisfirePolicy(_Input):
     catch_up_limit: StrictInt = Field(10, ge=0, le=1000, description=doc("catch_up_limit"))
 
 
+IdempotencyKey = Annotated[StrictStr, Field(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")]
+
+
+class DebounceBody(_Input):
+    key: IdempotencyKey = Field(..., description=doc("debounce_key"))
+    window_s: Seconds = Field(..., gt=0, le=86400, description=doc("debounce_window_s"))
+
+
 class JobCreate(_Input):
-    """No run_at and no cron: run now. run_at: once at that instant. cron + timezone: recurring."""
+    """No run_at and no cron: run now. run_at: once at that instant. cron + timezone: recurring.
+    debounce: a one-off whose creates with one key share an execution (debounce.window_s after the last)."""
 
     task: Text = Field(..., max_length=200, description=doc("task"))
     params: dict[str, Any] = Field(default_factory=dict, description=doc("params"))
@@ -99,6 +109,10 @@ class JobCreate(_Input):
     start_at: Instant | None = Field(None, description=doc("start_at"))
     end_at: Instant | None = Field(None, description=doc("end_at"))
     max_runs: StrictInt | None = Field(None, ge=1, le=2**31 - 1, description=doc("max_runs"))
+    debounce: DebounceBody | None = Field(None)
+
+    def debounced(self) -> Debounce | None:
+        return Debounce(self.debounce.key, self.debounce.window_s) if self.debounce is not None else None
 
     def spec(self, tenant: str) -> JobSpec:
         """The job this body asks for, filed under `tenant` (the token's, or the CLI's)."""
@@ -184,7 +198,6 @@ class JobEdited(BaseModel):
     written_executions: int = Field(..., description="executions written for the new spec's next runs")
 
 
-IdempotencyKey = Annotated[StrictStr, Field(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")]
 
 
 class JobBatchItem(JobCreate):

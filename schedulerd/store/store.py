@@ -940,6 +940,40 @@ class Store:
             by_job.setdefault(r["job_id"], []).append((r["id"], r["due_at"], r["status"]))
         return by_job
 
+    async def debounce_make_many(self, keys: Sequence[tuple[str, str]]) -> None:
+        await self.db.execute(QUERIES["debounce_make_many"], [k[0] for k in keys], [k[1] for k in keys])
+
+    async def debounce_lock_many(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[UUID, datetime] | None]:
+        """Inside a transaction, after debounce_make_many: hold these (tenant, key) debounces until
+        the commit, each with the (execution id, scheduled_for) it points to, if any."""
+        rows = await self.db.fetch(QUERIES["debounce_lock_many"], [k[0] for k in keys], [k[1] for k in keys])
+        return {(r["tenant"], r["key"]): (r["execution_id"], r["scheduled_for"]) if r["execution_id"] else None for r in rows}
+
+    async def debounce_get_many(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[UUID, UUID]]:
+        """{(tenant, key): (job id, execution id)} each key shares now."""
+        rows = await self.db.fetch(QUERIES["debounce_get_many"], [k[0] for k in keys], [k[1] for k in keys])
+        return {(r["tenant"], r["key"]): (r["job_id"], r["execution_id"]) for r in rows}
+
+    async def debounce_extend_many(
+        self, moves: Sequence[tuple[UUID, datetime, datetime, str]]
+    ) -> dict[UUID, tuple[UUID, str, str, datetime]]:
+        """Move (execution id, scheduled_for, new due, params JSON) still unstarted; returns
+        {execution id: (job id, tenant, status, due_at)} of those moved."""
+        ids = [m[0] for m in moves]
+        rows = await self.db.fetch(
+            QUERIES["debounce_extend_many"], ids, [m[1] for m in moves], [m[2] for m in moves], [m[3] for m in moves],
+            *scheduled_for_bounds(ids),
+        )  # fmt: skip
+        return {r["id"]: (r["job_id"], r["tenant"], r["status"], r["due_at"]) for r in rows}
+
+    async def debounce_point_many(self, points: Sequence[tuple[str, str, UUID, UUID, datetime]]) -> None:
+        """(tenant, key, job id, execution id, scheduled_for): what each key shares now."""
+        columns = list(zip(*points))
+        await self.db.execute(QUERIES["debounce_point_many"], *[list(c) for c in columns])
+
+    async def debounce_forget_old(self, older_than_s: float) -> int:
+        return int((await self.db.execute(QUERIES["debounce_forget_old"], older_than_s)).split()[-1])
+
     async def execution_committed(self, execution_ids: Sequence[UUID]) -> list[Enqueue]:
         ids = list(execution_ids)
         rows = await self.db.fetch(QUERIES["execution_committed"], ids, *scheduled_for_bounds(ids))

@@ -197,3 +197,10 @@ def test_token_list_and_revoke(cli) -> None:  # type: ignore[no-untyped-def]
     assert sum(t["revoked_at"] is not None for t in listed) == 1
     assert cli("token", "revoke", "00000000-0000-0000-0000-000000000000").returncode == 1
     assert cli("token", "revoke", "nope").returncode == 2
+
+
+def test_job_create_with_a_debounce_key_shares_one_execution(cli) -> None:  # type: ignore[no-untyped-def]
+    made = [json.loads(cli("job", "create", "--task", "noop", "--params", json.dumps({"n": n}), "--debounce-key", "report-7",
+                           "--debounce-window", "1m", "--json").stdout) for n in range(3)]  # fmt: skip
+    assert len({m["job"]["id"] for m in made}) == 1 and made[-1]["job"]["params"] == {"n": 2}
+    assert len({m["executions"][0]["id"] for m in made}) == 1

@@ -73,6 +73,11 @@ async def test_backfill_and_why_refuse_instants_past_the_calendar(cli, cron_job)
     (["job", "create", "--task", "noop", "--tz", NOT_A_ZONE], "--tz"),
     (["job", "create", "--task", "noop", "--at", "2026-12-01T09:00:00Z", "--tz", "+02:00"], "--tz"),
     (["executions", "list", "--late", "--since", "999999999999d"], "--since"),
+    (["job", "create", "--task", "noop", "--debounce-key", "k"], "--debounce-window"),
+    (["job", "create", "--task", "noop", "--debounce-window", "30s"], "--debounce-key"),
+    (["job", "create", "--task", "noop", "--debounce-key", "k", "--debounce-window", "2d"], "--debounce-window"),
+    (["job", "create", "--task", "noop", "--debounce-key", "k", "--debounce-window", "soon"], "--debounce-window"),
+    (["job", "create", "--task", "noop", "--debounce-key", "k", "--debounce-window", "30s", "--in", "5s"], "--debounce-key"),
 ])  # fmt: skip
 async def test_durations_documents_and_zones_exit_2_naming_the_flag(cli, store, args, flag) -> None:  # type: ignore[no-untyped-def]
     _refused(cli(*args), flag)

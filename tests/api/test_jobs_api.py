@@ -227,3 +227,22 @@ async def test_a_database_that_does_not_answer_is_a_503_with_retry_after(
     answer = await client.get("/v1/jobs")
     assert answer.status_code == 503 and answer.headers["Retry-After"] == "2"
     assert answer.json()["error"]["code"] == "unavailable"
+
+
+async def test_debounced_creates_share_one_execution_and_a_bad_debounce_names_its_field(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    body = {"task": "noop", "debounce": {"key": "customer:42", "window_s": 60}}
+    first = await client.post("/v1/jobs", json={**body, "params": {"n": 1}})
+    second = await client.post("/v1/jobs", json={**body, "params": {"n": 2}})
+    assert first.status_code == second.status_code == 201, second.text
+    assert first.json()["job"]["id"] == second.json()["job"]["id"] and second.json()["job"]["params"] == {"n": 2}
+    batch = await client.post("/v1/jobs/batch", json={"items": [body, {**body, "params": {"n": 3}}]})
+    assert {r["job_id"] for r in batch.json()["items"]} == {first.json()["job"]["id"]}
+    for bad, field in [({"key": "k"}, "debounce.window_s"), ({"key": "k", "window_s": 0}, "debounce.window_s"),
+                       ({"key": "a b", "window_s": 5}, "debounce.key"), ({"window_s": 5}, "debounce.key")]:  # fmt: skip
+        refused = await client.post("/v1/jobs", json={"task": "noop", "debounce": bad})
+        assert refused.status_code == 422 and refused.json()["error"]["field"] == field, refused.text
+    with_cron = await client.post("/v1/jobs", json={**body, "cron": "* * * * *"})
+    assert with_cron.status_code == 422 and with_cron.json()["error"]["field"] == "debounce.key"
+    assert await jobs_of(store, client.tenant) == 1  # type: ignore[attr-defined]

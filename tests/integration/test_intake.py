@@ -117,3 +117,109 @@ async def test_past_commit_retry_s_the_error_reaches_the_caller(
     with pytest.raises(ConnectionResetError):
         await client.enqueue("noop", name=f"given-up-{redis_prefix}")
     assert await _jobs_named(store, f"given-up-{redis_prefix}") == 0
+
+
+# --- debounce: a burst of creates with one key yields one execution ---------------------------
+
+
+async def _executions_of(store: Store, job_id: Any) -> list[Any]:
+    return await store.db.fetch("SELECT id, due_at, status FROM executions WHERE job_id = $1", job_id)
+
+
+async def test_a_burst_with_one_debounce_key_is_one_execution_due_a_window_after_the_last(
+    make_client: Callable[..., Client], store: Store, queue: DelayQueue, redis_prefix: str
+) -> None:
+    client = make_client()
+    key = f"customer-42-{redis_prefix}"
+    first = await client.enqueue("noop", {"n": 1}, debounce_key=key, debounce_window="30s")
+    results = [await client.enqueue("noop", {"n": n}, debounce_key=key, debounce_window=30) for n in range(2, 6)]
+    assert {r.execution_id for r in results} == {first.execution_id} and {r.job_id for r in results} == {first.job_id}
+    (execution,) = await _executions_of(store, first.job_id)
+    now = await store.clock_now()
+    assert 29 <= (execution["due_at"] - now).total_seconds() <= 30  # a window after the last create
+    job = await store.job_get(first.job_id)
+    assert job is not None and job.params == {"n": 5}  # the last create's params
+    # Another tenant's same key, and another key, are creates of their own.
+    other = await client.enqueue("noop", debounce_key=key, debounce_window="30s", tenant="other-tenant")
+    another = await client.enqueue("noop", debounce_key=key + "-b", debounce_window="30s")
+    assert len({first.execution_id, other.execution_id, another.execution_id}) == 3
+
+
+async def test_a_debounced_execution_that_started_is_not_moved_the_next_create_makes_another(
+    make_client: Callable[..., Client], store: Store, redis_prefix: str
+) -> None:
+    client = make_client()
+    key = f"started-{redis_prefix}"
+    first = await client.enqueue("noop", {"n": 1}, debounce_key=key, debounce_window="1s")
+    await store.db.execute("UPDATE executions SET status = 'running' WHERE id = $1", first.execution_id)  # a worker claimed it
+    second = await client.enqueue("noop", {"n": 2}, debounce_key=key, debounce_window="1s")
+    assert second.execution_id != first.execution_id
+    (started,) = await _executions_of(store, first.job_id)
+    assert started["status"] == "running" and (await store.job_get(first.job_id)).params == {"n": 1}  # type: ignore[union-attr]
+    third = await client.enqueue("noop", {"n": 3}, debounce_key=key, debounce_window="1s")
+    assert third.execution_id == second.execution_id
+
+
+async def test_concurrent_creates_with_one_new_key_share_one_execution(
+    make_client: Callable[..., Client], store: Store, redis_prefix: str
+) -> None:
+    import asyncio
+
+    client = make_client()
+    key = f"racing-{redis_prefix}"
+    # Concurrent calls: batched together (SharedBatches) and, past its in-flight limit, in
+    # transactions of their own that meet on the key's row.
+    results = await asyncio.gather(*(client.enqueue("noop", {"n": n}, debounce_key=key, debounce_window="1m") for n in range(40)))
+    batch = await client.enqueue_many([{"task": "noop", "params": {"n": 99}, "debounce_key": key, "debounce_window": "1m"}] * 3)
+    assert len({r.execution_id for r in [*results, *batch]}) == 1
+    assert len(await _executions_of(store, results[0].job_id)) == 1
+    assert (await store.job_get(results[0].job_id)).params == {"n": 99}  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"debounce_key": "k"}, "debounce_window"),
+        ({"debounce_window": "30s"}, "debounce_key"),
+        ({"debounce_key": "k", "debounce_window": 0}, "debounce_window"),
+        ({"debounce_key": "k", "debounce_window": "2d"}, "debounce_window"),
+        ({"debounce_key": "k", "debounce_window": True}, "debounce_window"),
+        ({"debounce_key": "a key", "debounce_window": "30s"}, "debounce_key"),
+        ({"debounce_key": "k" * 201, "debounce_window": "30s"}, "debounce_key"),
+        ({"debounce_key": "k", "debounce_window": "30s", "cron": "* * * * *"}, "debounce_key"),
+        ({"debounce_key": "k", "debounce_window": "30s", "in_": "5s"}, "debounce_key"),
+        ({"debounce_key": "k", "debounce_window": "30s", "idempotency_key": "i"}, "debounce_key"),
+    ],
+)
+async def test_a_bad_debounce_is_refused_naming_the_argument_and_writes_nothing(
+    make_client: Callable[..., Client], store: Store, options: dict[str, Any], field: str
+) -> None:
+    from schedulerd import ValidationError
+
+    client = make_client()
+    before = await store.db.fetchval("SELECT count(*) FROM debounces")
+    with pytest.raises(ValidationError) as refused:
+        await client.enqueue("noop", **options)
+    assert refused.value.field == field
+    assert await store.db.fetchval("SELECT count(*) FROM debounces") == before
+
+
+async def test_a_worker_popping_a_moved_execution_at_its_old_due_time_gives_it_back_until_the_new_one(
+    make_client: Callable[..., Client], make_worker: Callable[..., Any], store: Store, queue: DelayQueue, redis_prefix: str
+) -> None:
+    import asyncio
+
+    from tests.integration.conftest import run_until_idle
+
+    client = make_client()
+    key = f"moved-{redis_prefix}"
+    first = await client.enqueue("noop", debounce_key=key, debounce_window=0.2)  # in Redis, due in 0.2 s
+    moved = await client.enqueue("noop", debounce_key=key, debounce_window=1.5)
+    assert moved.execution_id == first.execution_id
+    await asyncio.sleep(0.4)  # the old due time passed: Redis hands the id out, the claim finds it early
+    worker = make_worker("worker-debounce")
+    await worker.run_once()
+    execution = await store.execution_get(first.execution_id)
+    assert execution is not None and execution.status == "queued" and execution.attempt == 0
+    done = await run_until_idle(worker, store, first.execution_id)
+    assert done.status == "succeeded" and done.started_at is not None and done.started_at >= done.due_at

@@ -42,8 +42,10 @@ def _body_paths(schema: dict[str, Any], schemas: dict[str, Any], prefix: str = "
     """{"retry.max_attempts": its schema, ...}: the leaves of a body, nested objects walked."""
     leaves: dict[str, dict[str, Any]] = {}
     for name, prop in schema["properties"].items():
-        ref = prop.get("$ref", "")
-        target = schemas[ref.rsplit("/", 1)[1]] if ref else prop
+        # An optional object (debounce) is anyOf its model and null.
+        ref = prop.get("$ref", "") or next((o["$ref"] for o in prop.get("anyOf", ()) if "$ref" in o), "")
+        inline = next((o for o in prop.get("anyOf", ()) if "properties" in o), prop)
+        target = schemas[ref.rsplit("/", 1)[1]] if ref else inline
         if "properties" in target:
             leaves.update(_body_paths(target, schemas, f"{prefix}{name}."))
         else:
@@ -95,8 +97,9 @@ def test_the_client_takes_the_tables_arguments() -> None:
 
 def test_the_spec_has_the_tables_fields() -> None:
     specs = {f.spec for f in FIELDS}
-    assert {f.name for f in dataclasses.fields(JobSpec)} == specs - {"idempotency_key"}
-    assert "idempotency_key" in {f.name for f in dataclasses.fields(Item)}
+    on_the_item = {"idempotency_key", "debounce_key", "debounce_window_s"}  # the intake Item's, not the job's
+    assert {f.name for f in dataclasses.fields(JobSpec)} == specs - on_the_item
+    assert {"idempotency_key", "debounce"} <= {f.name for f in dataclasses.fields(Item)}
 
 
 def _create_help(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> str:

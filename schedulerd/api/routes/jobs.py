@@ -94,7 +94,8 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
         spec = body.spec(who.tenant)
         # Shares a transaction with the creates of concurrent requests (intake.SharedBatches). A
         # key is claimed before the job is written, recorded with the response a replay answers.
-        item = Item(spec) if idempotency_key is None else Item(spec, idempotency_key, _body_hash(body), _created)
+        item = Item(spec, debounce=body.debounced()) if idempotency_key is None \
+            else Item(spec, idempotency_key, _body_hash(body), _created, debounce=body.debounced())  # fmt: skip
         result = await services.shared.create(item)
         if isinstance(result, Refused):
             if result.code == "conflict":
@@ -129,7 +130,7 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
                 continue
             # Hashed apart from POST /v1/jobs: a key is one create's, by one endpoint.
             request_hash = hashlib.sha256(b"batch:" + item.model_dump_json(exclude={"idempotency_key"}).encode()).digest()
-            accepted.append(Item(item.spec(who.tenant), item.idempotency_key, request_hash))
+            accepted.append(Item(item.spec(who.tenant), item.idempotency_key, request_hash, debounce=item.debounced()))
             numbers.append(index)
         done, _ = await services.intake.create_many(accepted, numbers=numbers) if accepted else ([], [])
         for result in done:
