@@ -24,9 +24,15 @@ from schedulerd.models import (
 from schedulerd.store.sql import QUERIES
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
-# The connection broke or hung: it is closed rather than used again.
+# The connection broke or hung: it is closed rather than used again. After a failover also:
+# no host of a multi-host URL is writable yet (TargetServerAttributeNotMatched, an
+# InternalClientError), a pooled connection whose server died mid-reply is left in a protocol
+# state asyncpg cannot leave ("cannot switch to state"), and a connection whose server is now
+# read-only (an old primary fenced or demoted) refuses writes (25006): a fresh connection finds
+# the new primary.
 BROKEN_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
-    OSError, TimeoutError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError,
+    OSError, TimeoutError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError, asyncpg.InternalClientError,
+    asyncpg.ReadOnlySQLTransactionError,
 )  # fmt: skip
 # A write that failed with one of these may succeed unchanged when tried again on a fresh
 # connection: the connection broke or hung, the server is restarting, a lock wait gave up.
@@ -37,7 +43,9 @@ RETRYABLE_ERRORS: tuple[type[BaseException], ...] = BROKEN_CONNECTION_ERRORS + (
 # Any other error from Postgres refused the statement for what it carries: the same rows fail again.
 REFUSED_ERRORS: tuple[type[BaseException], ...] = (asyncpg.PostgresError,)
 # Every error a Store call may raise: from Postgres, the driver or the network.
-POSTGRES_ERRORS: tuple[type[BaseException], ...] = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+POSTGRES_ERRORS: tuple[type[BaseException], ...] = (
+    OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError,
+)  # fmt: skip
 CopySink = Callable[[bytes], Awaitable[None]]
 # An application's own connection, for enqueueing inside its transaction (Client, Intake).
 Connection = asyncpg.Connection
@@ -51,9 +59,21 @@ def _minutes(rows: Sequence[Any]) -> tuple[list[MinuteStats], datetime]:
 
 
 def _yoyo_url(database_url: str) -> str:
-    """yoyo names its driver in the scheme; asyncpg URLs have none."""
+    """yoyo names its driver in the scheme; asyncpg URLs have none. yoyo parses one host only:
+    a multi-host URL (an HA formation) is narrowed to the host libpq picks for it, the primary
+    under target_session_attrs=read-write."""
     scheme, _, rest = database_url.partition("://")
-    return f"postgresql+psycopg://{rest}" if scheme in ("postgres", "postgresql") else database_url
+    if scheme not in ("postgres", "postgresql"):
+        return database_url
+    netloc, slash, tail = rest.partition("/")
+    credentials, at, hosts = netloc.rpartition("@")
+    if "," in hosts:
+        import psycopg
+
+        with psycopg.connect(database_url, connect_timeout=10) as connection:
+            host, port = connection.info.host, connection.info.port
+        rest = f"{credentials}{at}{host}:{port}{slash}{tail}"
+    return f"postgresql+psycopg://{rest}"
 
 
 def _migrate_sync(database_url: str) -> int:
@@ -121,6 +141,35 @@ async def _keep_session(connection: asyncpg.Connection) -> None:
     (open transactions are still rolled back by the pool). Measured: ~7% of a busy worker."""
 
 
+class _PooledConnection(asyncpg.Connection):
+    """Closes itself when a statement finds it broken (BROKEN_CONNECTION_ERRORS), whichever
+    path ran it, so the pool never hands it out again and the caller's retry gets a fresh
+    connection: after a failover, one on the new primary."""
+
+    async def execute(self, *args: Any, **kwargs: Any) -> str:
+        return await self._closing_if_broken(super().execute(*args, **kwargs))
+
+    async def executemany(self, *args: Any, **kwargs: Any) -> None:
+        return await self._closing_if_broken(super().executemany(*args, **kwargs))
+
+    async def fetch(self, *args: Any, **kwargs: Any) -> list[asyncpg.Record]:
+        return await self._closing_if_broken(super().fetch(*args, **kwargs))
+
+    async def fetchrow(self, *args: Any, **kwargs: Any) -> asyncpg.Record | None:
+        return await self._closing_if_broken(super().fetchrow(*args, **kwargs))
+
+    async def fetchval(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._closing_if_broken(super().fetchval(*args, **kwargs))
+
+    async def _closing_if_broken(self, statement: Awaitable[Any]) -> Any:
+        try:
+            return await statement
+        except BROKEN_CONNECTION_ERRORS:
+            if not self.is_closed():
+                self.terminate()
+            raise
+
+
 class Store:
     """Methods run on a pool, or on one connection inside `transaction()`."""
 
@@ -135,14 +184,14 @@ class Store:
         pool of the same size there, for `reads`."""
         pool = await asyncpg.create_pool(
             database_url, min_size=min_size, max_size=max_size, init=_init_connection, reset=_keep_session,
-            server_settings=SERVER_KEEPALIVE,
+            server_settings=SERVER_KEEPALIVE, connection_class=_PooledConnection,
         )
         if not read_url or read_url == database_url:
             return cls(pool)
         try:
             replica = await asyncpg.create_pool(
                 read_url, min_size=1, max_size=max_size, init=_init_connection, reset=_keep_session,
-                server_settings=SERVER_KEEPALIVE,
+                server_settings=SERVER_KEEPALIVE, connection_class=_PooledConnection,
             )
         except BaseException:
             await pool.close()
