@@ -26,6 +26,7 @@ class DatabaseConfig:
     pool_min: int = 2
     pool_max: int = 10
     read_url: str = ""  # read replica for the API's and dashboard's read-only queries; empty: the primary (url)
+    commit_retry_s: float = 30.0  # a create whose connection broke (a failover) is retried this long, its outcome checked first
 
 
 @dataclass(frozen=True)
@@ -221,6 +222,8 @@ class Config:
             raise ConfigError(
                 f"worker.heartbeat_s ({self.worker.heartbeat_s}) must be below worker.lease_s ({self.worker.lease_s})"
             )
+        if not 0 <= self.database.commit_retry_s <= 3600:
+            raise ConfigError(f"database.commit_retry_s must be between 0 and 3600, got {self.database.commit_retry_s}")
         if not 1 <= self.redis.shards <= 1024:
             raise ConfigError(f"redis.shards must be between 1 and 1024, got {self.redis.shards}")
         if self.worker.concurrency < 1 or self.worker.batch_size < 1:

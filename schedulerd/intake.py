@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import json
 import operator
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
+
+import structlog
 
 from schedulerd.clock import ServerClock
 from schedulerd.config import Config
@@ -30,7 +34,7 @@ from schedulerd.jobs import Edit, JobSpec, validate
 from schedulerd.materialising import materialise_jobs
 from schedulerd.models import Enqueue, ExecutionStatus, IdempotencyRecord, Job
 from schedulerd.queue import DelayQueue
-from schedulerd.store import Connection, Store
+from schedulerd.store import RETRYABLE_ERRORS, STANDBY_ERRORS, Connection, Store
 from schedulerd.task_types import TaskTypes
 from schedulerd.transient import enqueue_committed
 
@@ -47,6 +51,9 @@ JOB_COLUMNS = (
 NOT_QUEUED_HORIZON_S = -1e9
 MAX_IDEMPOTENCY_KEY = 200  # characters, as the API's Idempotency-Key header
 # Why a key's create is refused (code conflict): the API words each its own way.
+log = structlog.get_logger("schedulerd.intake")
+# A create whose connection broke is retried after 0.1, 0.2, 0.4 ... s, at most 2 s apart.
+COMMIT_RETRY_BASE_DELAY_S, COMMIT_RETRY_MAX_DELAY_S = 0.1, 2.0
 KEY_IN_FLIGHT = "a create with this key is in flight; retry"
 KEY_REUSED = "was used with a different request"
 
@@ -286,11 +293,7 @@ class Intake:
             accepted.append(entry)
         if accepted:
             if connection is None:
-                if first_of_key or any(a.first_execution is None for a in accepted):
-                    async with self.store.transaction() as tx:
-                        to_queue = await self._write(tx, accepted, columns, results, queue_now=True, with_jobs=with_jobs)
-                else:  # one-off jobs without keys: one statement writes them all, no transaction needed
-                    to_queue = await self._write(self.store, accepted, columns, results, queue_now=True, with_jobs=with_jobs)
+                to_queue = await self._write_retrying(accepted, columns, results, bool(first_of_key), with_jobs)
                 await enqueue_committed(self.queue, to_queue, "jobs.enqueue_failed", shared=True)
                 to_queue = []
             elif connection.is_in_transaction():
@@ -312,6 +315,75 @@ class Intake:
                 assert done is not None
                 results[slot] = Refused(index, done.field, done.message, done.code, done.limit)
         return [r for r in results if r is not None], to_queue
+
+    async def _write_retrying(
+        self, accepted: list[_Accepted], columns: _Columns, results: list[Result | None], keyed: bool, with_jobs: bool
+    ) -> list[Enqueue]:
+        """_write in a transaction of its own (one-off jobs without keys: one statement, no
+        transaction needed). When the connection breaks (a failover, a restart) the commit's outcome
+        is unknown: once Postgres answers again the jobs' own ids (made here, before the write) say
+        whether it committed; if so the answer is read back, else the write is tried again. Either
+        way each job exists once. Past [database].commit_retry_s the error reaches the caller."""
+        deadline = time.monotonic() + self.config.database.commit_retry_s
+        for failures in itertools.count():
+            try:
+                if keyed or any(a.first_execution is None for a in accepted):
+                    async with self.store.transaction() as tx:
+                        return await self._write(tx, accepted, columns, results, queue_now=True, with_jobs=with_jobs)
+                return await self._write(self.store, accepted, columns, results, queue_now=True, with_jobs=with_jobs)
+            except RETRYABLE_ERRORS as exc:
+                error: BaseException = exc
+            while True:  # until Postgres says whether that write committed
+                if isinstance(error, STANDBY_ERRORS):
+                    await self.store.reconnect()
+                delay_s = min(COMMIT_RETRY_MAX_DELAY_S, COMMIT_RETRY_BASE_DELAY_S * 2**failures)
+                if time.monotonic() + delay_s > deadline:
+                    raise error
+                log.warning("jobs.create_retry", error=f"{type(error).__name__}: {error}", jobs=len(accepted),
+                            retry_in_s=round(delay_s, 3))  # fmt: skip
+                await asyncio.sleep(delay_s)
+                try:
+                    written = await self.store.job_get_many([a.job_id for a in accepted])
+                    break
+                except RETRYABLE_ERRORS as exc:
+                    error, failures = exc, failures + 1
+            if written:  # committed after all: one transaction (or statement) wrote every job of it
+                return await self._answer_committed(accepted, written, results, with_jobs)
+            for a in accepted:
+                results[a.slot] = None
+        raise AssertionError("unreachable")
+
+    async def _answer_committed(
+        self, accepted: list[_Accepted], written: dict[UUID, Job], results: list[Result | None], with_jobs: bool
+    ) -> list[Enqueue]:
+        """The results a committed write would have answered, read back from Postgres: each job with
+        its executions; an item the write did not insert was answered from its key's holder."""
+        executions = await self.store.execution_of_jobs(list(written))
+        to_queue: list[Enqueue] = []
+        held: list[_Accepted] = []
+        for a in accepted:
+            job = written.get(a.job_id)
+            if job is None:
+                held.append(a)
+                continue
+            runs = tuple(EnqueuedExecution(id_, due_at, status) for id_, due_at, status in executions.get(a.job_id, ()))
+            response = a.answer(job) if a.answer is not None else a.response
+            results[a.slot] = Enqueued(a.index, a.job_id, runs, job=job, response=response)
+            to_queue.extend(Enqueue(r.id, r.due_at, a.tenant) for r in runs if r.status == ExecutionStatus.QUEUED)
+        if held:
+            ttl_s = self.config.api.idempotency_ttl_s
+            earlier = await self.store.idempotency_get_many([a.key for a in held if a.key], ttl_s)
+            for a in held:
+                record = earlier.get(a.key) if a.key else None
+                response = held_answer(record, a.request_hash or b"")
+                if isinstance(response, str):
+                    results[a.slot] = Refused(a.index, "idempotency_key", response, "conflict")
+                else:
+                    assert record is not None
+                    runs = tuple(EnqueuedExecution(UUID(e["id"]), datetime.fromisoformat(e["due_at"]), None)
+                                 for e in response.get("executions", []))  # fmt: skip
+                    results[a.slot] = Enqueued(a.index, record.job_id, runs, replayed=True, response=response)
+        return to_queue
 
     @staticmethod
     def _key(item: Item) -> tuple[str, str] | None:

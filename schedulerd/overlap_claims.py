@@ -59,7 +59,9 @@ async def claim_guarded(
                 steered |= {r["id"] for r in due}
                 continue
             judge, stale = superseded(first["overlap"], first["running_for"], [(r["id"], r["scheduled_for"]) for r in due])
-            verdict: Verdict[UUID] = decide(first["overlap"], first["busy"], first["waiting_id"], judge)
+            waiting_for = first["waiting_for"]
+            older = sum(1 for r in due if r["id"] in judge and waiting_for is not None and r["scheduled_for"] < waiting_for)
+            verdict: Verdict[UUID] = decide(first["overlap"], first["busy"], first["waiting_id"], judge, older)
             if stale:
                 verdict = replace(verdict, skip=verdict.skip + stale)
             start += [verdict.start] if verdict.start is not None else []

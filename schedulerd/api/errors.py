@@ -14,14 +14,18 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from schedulerd.api.schemas import BODY_FIELDS, ErrorBody
 from schedulerd.errors import ConflictError, NotFoundError, ValidationError
+from schedulerd.transient import TRANSIENT_ERRORS
 
 log = structlog.get_logger("schedulerd.api")
+UNAVAILABLE_RETRY_AFTER_S = 2  # about how long a pg_auto_failover failover or a restart takes to answer again
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": text}
     for status, text in [(400, "more than one Authorization header"), (401, "no valid bearer token"), (404, "no such object for this tenant"),
                          (413, "request body over api.max_body_bytes"), (422, "invalid input: `field` says which"),
                          (429, "over api.rate_limit requests in api.rate_window_s, or api.auth_failure_limit "
-                               "requests without a valid token from this address (see Retry-After)")]
+                               "requests without a valid token from this address (see Retry-After)"),
+                         (503, "Postgres or Redis did not answer (a failover, a restart): nothing was changed "
+                               "unless the body says so; retry after Retry-After")]
 }  # fmt: skip
 
 
@@ -97,6 +101,17 @@ def install_error_handlers(app: FastAPI) -> None:
         codes = {404: "not_found", 405: "method_not_allowed"}
         return error_response(ApiError(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail),
                                        headers=exc.headers))  # fmt: skip
+
+    async def unavailable(request: Request, exc: Exception) -> JSONResponse:
+        # A create met it only after [database].commit_retry_s of retries (its outcome read back
+        # first); any other write was rolled back with its connection, or committed: it is safe to
+        # send again (an edit with its Idempotency-Key or If-Match).
+        log.warning("api.unavailable", path=request.url.path, error=f"{type(exc).__name__}: {exc}")
+        return error_response(ApiError(503, "unavailable", "the database or the queue did not answer (a failover or a "
+                                       "restart); retry", headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER_S)}))  # fmt: skip
+
+    for error_class in TRANSIENT_ERRORS:
+        app.add_exception_handler(error_class, unavailable)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -64,8 +64,10 @@ def router(store: Store, queue: DelayQueue, *, top_tenants: int = 20) -> APIRout
     async def readyz() -> JSONResponse:
         checks: dict[str, Any] = {}
         try:
+            primary = await asyncio.wait_for(store.server_is_primary(), CHECK_TIMEOUT_S)
             applied = await asyncio.wait_for(store.migration_applied(), CHECK_TIMEOUT_S)
-            checks["postgres"] = "ok"
+            # A standby answers reads; with no primary nothing can be claimed or created.
+            checks["postgres"] = "ok" if primary else "a standby answers: no primary (writes are refused)"
             missing = sorted({p.stem for p in MIGRATIONS_DIR.glob("*.sql")} - applied)
             checks["migrations"] = "ok" if not missing else f"not applied: {', '.join(missing)}"
         except Exception as exc:  # any failure to answer is "not ready", with the reason

@@ -8,7 +8,8 @@ execution still runs. Pure: no I/O (schedulerd/overlap.py applies the verdict un
     cancel_other  the running one is asked to stop; the newest occurrence waits for it to end and
                   then starts (an older waiting one is skipped)
 
-Example: buffer_one, 01:00 running, 01:01 and 01:02 come due -> 01:01 waits, 01:02 is skipped.
+Example: buffer_one, 01:00 running, 01:01 and 01:02 come due -> 01:01 waits, 01:02 is skipped,
+in whichever order they are judged.
 """
 
 from __future__ import annotations
@@ -37,10 +38,14 @@ class Verdict(Generic[T]):
     cancel_running: bool = False  # ask the running execution to stop
 
 
-def decide(policy: OverlapPolicy | str, busy: bool, waiting: T | None, due: Sequence[T]) -> Verdict[T]:
+def decide(
+    policy: OverlapPolicy | str, busy: bool, waiting: T | None, due: Sequence[T], older_than_waiting: int = 0
+) -> Verdict[T]:
     """Verdict for one job's due occurrences `due` (oldest first, none of them `waiting`).
 
     busy: an execution of the job runs now. waiting: the occurrence already waiting, if any.
+    older_than_waiting: how many of `due` (the first ones) were scheduled before `waiting`: two
+    replicas may judge a job's occurrences in either order, and under buffer_one the oldest waits.
     When the job is idle one occurrence starts (the newest for cancel_other, which would stop an
     older one at once; otherwise the oldest) and the others count as overlapping it."""
     policy = OverlapPolicy(policy)
@@ -62,7 +67,9 @@ def decide(policy: OverlapPolicy | str, busy: bool, waiting: T | None, due: Sequ
         return Verdict(start=start)
     if policy is OverlapPolicy.SKIP:
         return Verdict(start=start, skip=rest)
-    if waiting is not None:  # buffer_one: one waits already
+    if waiting is not None:  # buffer_one: one waits already; an older one due takes its place
+        if older_than_waiting > (start is not None):
+            return Verdict(start=start, wait=rest[0], skip=[waiting, *rest[1:]])
         return Verdict(start=start, skip=rest)
     return Verdict(start=start, wait=rest[0], skip=rest[1:])
 

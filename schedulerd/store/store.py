@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
 
 import asyncpg
@@ -34,11 +35,14 @@ BROKEN_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     OSError, TimeoutError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError, asyncpg.InternalClientError,
     asyncpg.ReadOnlySQLTransactionError,
 )  # fmt: skip
+# A server that became a standby (a failover demoted it) refuses writes with this: Store.reconnect.
+STANDBY_ERRORS: tuple[type[BaseException], ...] = (asyncpg.ReadOnlySQLTransactionError,)
 # A write that failed with one of these may succeed unchanged when tried again on a fresh
-# connection: the connection broke or hung, the server is restarting, a lock wait gave up.
+# connection: the connection broke or hung, the server is restarting, a lock wait gave up, or the
+# server became a standby (a failover demoted it; Store.reconnect finds the new primary).
 RETRYABLE_ERRORS: tuple[type[BaseException], ...] = BROKEN_CONNECTION_ERRORS + (
     asyncpg.QueryCanceledError, asyncpg.TransactionRollbackError, asyncpg.LockNotAvailableError,
-    asyncpg.OperatorInterventionError, asyncpg.InsufficientResourcesError,
+    asyncpg.OperatorInterventionError, asyncpg.InsufficientResourcesError, *STANDBY_ERRORS,
 )  # fmt: skip
 # Any other error from Postgres refused the statement for what it carries: the same rows fail again.
 REFUSED_ERRORS: tuple[type[BaseException], ...] = (asyncpg.PostgresError,)
@@ -76,6 +80,23 @@ def _yoyo_url(database_url: str) -> str:
     return f"postgresql+psycopg://{rest}"
 
 
+async def single_host_url(database_url: str) -> str:
+    """The URL with one host: for a multi-host URL ([database].url naming every node of an HA
+    formation), the host that asyncpg reaches with it, which target_session_attrs=read-write makes
+    the primary. yoyo parses URLs itself and takes one host only."""
+    parts = urlsplit(database_url)
+    if "," not in parts.netloc:
+        return database_url
+    connection = await asyncpg.connect(database_url)
+    try:
+        host, port = connection._addr  # noqa: SLF001 (asyncpg has no public name for the address it chose)
+    finally:
+        await connection.close()
+    userinfo = parts.netloc.rpartition("@")[0]
+    netloc = f"{userinfo + '@' if userinfo else ''}{f'[{host}]' if ':' in host else host}:{port}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
 def _migrate_sync(database_url: str) -> int:
     from yoyo import get_backend, read_migrations
 
@@ -93,7 +114,7 @@ def _migrate_sync(database_url: str) -> int:
 
 async def migrate(database_url: str) -> int:
     """Apply pending migrations; returns how many were applied (0 when current)."""
-    return await asyncio.to_thread(_migrate_sync, database_url)
+    return await asyncio.to_thread(_migrate_sync, await single_host_url(database_url))
 
 
 def _pending_sync(database_url: str) -> list[str]:
@@ -107,7 +128,7 @@ def _pending_sync(database_url: str) -> list[str]:
 
 
 async def migrations_pending(database_url: str) -> list[str]:
-    return await asyncio.to_thread(_pending_sync, database_url)
+    return await asyncio.to_thread(_pending_sync, await single_host_url(database_url))
 
 
 # TCP keepalive on both ends of every pooled connection, so a peer that vanished without a reset
@@ -203,6 +224,13 @@ class Store:
             await self.reads.close()
         await self.db.close()
 
+    async def reconnect(self) -> None:
+        """Replace the pool's connections as they are next acquired: one of them reached a server
+        that refused a write as a standby (a demoted primary), and a new connection finds the
+        primary again (target_session_attrs=read-write in a multi-host URL)."""
+        if isinstance(self.db, asyncpg.Pool):
+            await self.db.expire_connections()
+
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Store]:
         """A Store bound to one connection; everything in the block commits together."""
@@ -217,6 +245,9 @@ class Store:
     async def job_get(self, job_id: UUID) -> Job | None:
         row = await self.db.fetchrow(QUERIES["job_get"], job_id)
         return Job.from_row(row) if row else None
+
+    async def job_get_many(self, job_ids: Sequence[UUID]) -> dict[UUID, Job]:
+        return {r["id"]: Job.from_row(r) for r in await self.db.fetch(QUERIES["job_get_many"], list(job_ids))}
 
     async def job_lock(self, job_id: UUID) -> Job | None:
         row = await self.db.fetchrow(QUERIES["job_lock"], job_id)
@@ -549,7 +580,7 @@ class Store:
         self, execution_ids: Sequence[str | UUID], job_ids: Sequence[UUID], due_by: datetime | None = None
     ) -> list[Any]:
         """Rows: id, job_id, scheduled_for, overlap, busy, running_for (the running one's
-        scheduled_for), cancel_requested, waiting_id (oldest first per job). due_by: see
+        scheduled_for), cancel_requested, waiting_id and waiting_for (oldest first per job). due_by: see
         execution_claim_many."""
         ids = list(execution_ids)
         return await self.db.fetch(
@@ -800,6 +831,9 @@ class Store:
         # COPY (query) takes no statement terminator.
         await self.db.copy_from_query(query.rstrip(";"), low, high, output=output, format="csv", header=True)
 
+    async def server_is_primary(self) -> bool:
+        return await self.db.fetchval(QUERIES["server_is_primary"])
+
     async def migration_applied(self) -> set[str]:
         return {r["migration_id"] for r in await self.db.fetch(QUERIES["migration_applied"])}
 
@@ -947,6 +981,13 @@ class Store:
         return set(await self.db.fetchval(
             QUERIES["job_insert_many"], *columns[:21], created_at, execution_ids, horizon_s, queue_now, *columns[21:]
         ))  # fmt: skip
+
+    async def execution_of_jobs(self, job_ids: Sequence[UUID]) -> dict[UUID, list[tuple[UUID, datetime, str]]]:
+        """Each job's executions as (id, due_at, status), in scheduled order."""
+        by_job: dict[UUID, list[tuple[UUID, datetime, str]]] = {}
+        for r in await self.db.fetch(QUERIES["execution_of_jobs"], list(job_ids)):
+            by_job.setdefault(r["job_id"], []).append((r["id"], r["due_at"], r["status"]))
+        return by_job
 
     async def execution_committed(self, execution_ids: Sequence[UUID]) -> list[Enqueue]:
         ids = list(execution_ids)

@@ -196,3 +196,34 @@ async def test_idempotency_key_returns_the_first_result(client: httpx.AsyncClien
     bad_key = await client.post("/v1/jobs", json=body, headers={"Idempotency-Key": "has space"})
     assert bad_key.status_code == 422 and bad_key.json()["error"]["field"] == "Idempotency-Key"
     assert json.loads(first.text)["job"]["timezone"] == "Asia/Tokyo"
+
+
+@pytest.mark.parametrize("key", [None, "lost-reply-1"], ids=["without-key", "with-key"])
+async def test_a_create_whose_commit_reply_was_lost_answers_201_once(
+    client: httpx.AsyncClient, store: Store, monkeypatch: pytest.MonkeyPatch, key: str | None
+) -> None:
+    """The primary died with the COMMIT's reply in flight: the API reads back what committed
+    (tests/integration/test_intake.py has every shape) instead of a 5xx or a second job."""
+    from tests.integration.test_intake import _Lost
+
+    tenant = client.tenant  # type: ignore[attr-defined]
+    lost = _Lost(store, monkeypatch, committed=True, any_store=True)
+    headers = {"Idempotency-Key": key} if key else {}
+    created = await client.post("/v1/jobs", json={"task": "noop", "name": "lost-reply"}, headers=headers)
+    assert lost.left == 0 and created.status_code == 201, created.text
+    assert await jobs_of(store, tenant) == 1
+    assert created.json()["job"]["id"] == str(await store.db.fetchval("SELECT id FROM jobs WHERE tenant = $1", tenant))
+
+
+async def test_a_database_that_does_not_answer_is_a_503_with_retry_after(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Mid-failover (no primary yet) a request gets a JSON 503 saying so, not a 500 and a traceback."""
+
+    async def failing_over(*args: object, **kwargs: object) -> None:
+        raise ConnectionRefusedError("connection refused: no primary yet")
+
+    monkeypatch.setattr(Store, "job_page", failing_over)
+    answer = await client.get("/v1/jobs")
+    assert answer.status_code == 503 and answer.headers["Retry-After"] == "2"
+    assert answer.json()["error"]["code"] == "unavailable"

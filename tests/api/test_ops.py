@@ -40,3 +40,19 @@ async def test_metrics_health_and_readiness(api) -> None:  # type: ignore[no-unt
         ready = await http.get("/readyz")
         assert ready.status_code == 200 and ready.json()["status"] == "ready"
         health.expect({})
+
+
+async def test_readiness_is_false_while_only_a_standby_answers(api, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """After a failover a pooled connection may reach the demoted primary, now a standby: it
+    answers reads, so only asking the server which it is tells that nothing can be written."""
+    from schedulerd.store import Store
+
+    async def standby(self: Store) -> bool:
+        return False
+
+    health.forget()
+    health.expect({})
+    monkeypatch.setattr(Store, "server_is_primary", standby)
+    async with httpx.AsyncClient(base_url=api.ops_url) as http:
+        answer = await http.get("/readyz")
+    assert answer.status_code == 503 and answer.json()["checks"]["postgres"].startswith("a standby answers")

@@ -86,6 +86,22 @@ async def test_buffer_one_starts_the_waiting_occurrence_when_the_running_one_fin
     assert done.status == ExecutionStatus.SUCCEEDED and done.first_started_at is not None
 
 
+async def test_buffer_one_keeps_the_oldest_waiting_whichever_replica_judges_first(make_job, store, queue, config) -> None:
+    """Two replicas pop a job's occurrences microseconds apart and judge them in either order: the
+    newer one judged first waits, then the older one takes its place (the documented order)."""
+    job, (first, older, newer) = await _job_with_occurrences(make_job, store, queue, config, 3, policy="buffer_one")
+    assert older.scheduled_for < newer.scheduled_for
+    assert (await overlap_claims.claim_guarded(store, [str(first.id)], 30.0, "replica-1")).claims
+    assert (await overlap_claims.claim_guarded(store, [str(newer.id)], 30.0, "replica-2")).settled == 1
+    assert (await _get(store, newer)).reason == "overlap_buffered"
+    judged = await overlap_claims.claim_guarded(store, [str(older.id)], 30.0, "replica-3")
+    assert judged.settled == 1 and not judged.claims
+    waiting, replaced = await _get(store, older), await _get(store, newer)
+    assert (waiting.status, waiting.reason) == ("pending", "overlap_buffered")
+    assert (replaced.status, replaced.reason) == ("skipped", "overlap")
+    assert await store.db.fetchval("SELECT overlap_waiting FROM jobs WHERE id = $1", job.id) == older.id
+
+
 async def test_buffer_one_waiting_occurrence_survives_a_dead_worker(make_job, make_worker, store, queue, config, sweeper) -> None:
     _, (first, second) = await _job_with_occurrences(make_job, store, queue, config, 2, policy="buffer_one")
     # A worker claims the first and dies: nobody heartbeats or finishes it.

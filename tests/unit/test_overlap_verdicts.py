@@ -42,6 +42,14 @@ def test_every_due_occurrence_gets_one_fate_and_none_starts_beside_a_running_one
         assert not verdict.cancel_running or busy
 
 
+def test_under_buffer_one_an_older_occurrence_judged_later_takes_the_waiting_place() -> None:
+    """Two replicas judge a job's occurrences in either order; the oldest due one waits."""
+    assert decide("buffer_one", True, "w", ["a", "b"], older_than_waiting=1) == Verdict(wait="a", skip=["w", "b"])
+    assert decide("buffer_one", True, "w", ["a", "b"], older_than_waiting=0) == Verdict(skip=["a", "b"])
+    assert decide("buffer_one", False, "w", ["a", "b"], older_than_waiting=2) == Verdict(start="a", wait="b", skip=["w"])
+    assert decide("buffer_one", False, "w", ["a", "b"], older_than_waiting=1) == Verdict(start="a", skip=["b"])
+
+
 def test_allow_and_unknown_policies_are_refused() -> None:
     with pytest.raises(ValueError, match="allow"):
         decide("allow", True, None, ["a"])

@@ -178,6 +178,11 @@ WHERE tenant = $1 AND ($2::uuid IS NULL OR job_id = $2) AND ($3::text IS NULL OR
 ORDER BY scheduled_for, id
 LIMIT $8;
 
+-- name: execution_of_jobs
+-- Every execution of these jobs (id, due instant, status): what a create whose commit outcome was
+-- unknown wrote, read back once it is known to have committed.
+SELECT e.id, e.job_id, e.due_at, e.status FROM executions e WHERE e.job_id = ANY($1::uuid[]) ORDER BY e.job_id, e.scheduled_for;
+
 -- name: execution_committed
 -- Which of these executions (ids, with their tenants) exist and still wait to start: after an
 -- application's transaction, the ones it committed (a rolled-back enqueue left none).

@@ -5,6 +5,10 @@
 -- One job by id (deleted ones too: their history stays visible).
 SELECT * FROM jobs WHERE id = $1;
 
+-- name: job_get_many
+-- These jobs, where they exist: a create whose commit outcome was unknown reads what it wrote.
+SELECT * FROM jobs WHERE id = ANY($1::uuid[]);
+
 -- name: job_lock
 -- Lock one live job for a change of state (pause, resume, delete, materialise on create).
 SELECT * FROM jobs WHERE id = $1 AND deleted_at IS NULL FOR UPDATE;

@@ -27,12 +27,14 @@ SELECT id FROM jobs WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE;
 -- Under job_lock_overlap: the due, unstarted executions among $1 of locked (guarded) jobs, oldest
 -- first per job, with the job's policy, whether it is enabled (a paused or deleted job's are not
 -- judged: the claim cancels them), whether its last started execution still runs (busy, and
--- whether it was asked to stop) and which occurrence waits for it, if one still does. Due by $5,
+-- whether it was asked to stop) and which occurrence waits for it (id, scheduled_for), if one
+-- still does. Due by $5,
 -- the pop's instant, when given (see execution_claim_many), else by Postgres's clock.
 SELECT e.id, e.job_id, e.scheduled_for, j.overlap, j.enabled, coalesce(r.status = 'running', false) AS busy,
        CASE WHEN r.status = 'running' THEN r.scheduled_for END AS running_for,
        r.cancel_requested_at IS NOT NULL AS cancel_requested,
-       CASE WHEN w.status = 'pending' AND w.reason = 'overlap_buffered' THEN w.id END AS waiting_id
+       CASE WHEN w.status = 'pending' AND w.reason = 'overlap_buffered' THEN w.id END AS waiting_id,
+       CASE WHEN w.status = 'pending' AND w.reason = 'overlap_buffered' THEN w.scheduled_for END AS waiting_for
 FROM executions e JOIN jobs j ON j.id = e.job_id
 LEFT JOIN executions r ON r.id = j.overlap_running AND r.scheduled_for = j.overlap_running_for
 LEFT JOIN executions w ON w.id = j.overlap_waiting AND w.scheduled_for = j.overlap_waiting_for

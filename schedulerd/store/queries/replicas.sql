@@ -35,6 +35,10 @@ SELECT *, clock_timestamp() - last_seen_at AS seen_ago FROM replicas
 WHERE last_seen_at > clock_timestamp() - make_interval(secs => $1)
 ORDER BY started_at DESC;
 
+-- name: server_is_primary
+-- Whether this connection reaches a primary (a standby answers reads but refuses writes).
+SELECT NOT pg_is_in_recovery();
+
 -- name: migration_applied
 -- Migrations recorded by yoyo: /readyz compares them with the ones this code ships.
 SELECT migration_id FROM _yoyo_migration;

@@ -1,0 +1,56 @@
+"""[database].url naming several hosts (every node of an HA formation): the pool and the
+migrations reach the one that answers as a primary (target_session_attrs=read-write), wherever it
+stands in the list. A standby's refusal of a write is retryable, and Store.reconnect replaces
+the pool's connections so the next ones look for the primary again."""
+
+from __future__ import annotations
+
+import socket
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+
+from schedulerd.store import RETRYABLE_ERRORS, Store, migrate, migrations_pending
+from schedulerd.store.store import single_host_url
+
+
+def _dead_port() -> int:
+    with socket.socket() as sock:  # bound then closed: nothing listens there
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _multi_host(database_url: str) -> str:
+    """database_url behind a host that refuses connections, read-write asked for."""
+    parts = urlsplit(database_url)
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    netloc = f"{userinfo + '@' if userinfo else ''}127.0.0.1:{_dead_port()},{hostport}"
+    return urlunsplit(parts._replace(netloc=netloc, query="target_session_attrs=read-write"))
+
+
+async def test_a_multi_host_url_reaches_the_primary_for_the_pool_and_the_migrations(database_url: str) -> None:
+    url = _multi_host(database_url)
+    single = await single_host_url(url)
+    assert "," not in single and urlsplit(single).port == urlsplit(database_url).port
+    assert await migrations_pending(url) == [] and await migrate(url) == 0
+    store = await Store.connect(url, min_size=1, max_size=2)
+    try:
+        assert await store.server_is_primary()
+        await store.reconnect()  # every connection replaced at its next acquire, and found again
+        assert await store.clock_now()
+    finally:
+        await store.close()
+
+
+async def test_a_standbys_refusal_of_a_write_is_retryable(database_url: str) -> None:
+    connection = await asyncpg.connect(database_url)
+    try:
+        async with connection.transaction(readonly=True):  # refuses writes as a standby does (SQLSTATE 25006)
+            try:
+                await connection.execute("CREATE TEMP TABLE refused (x int)")
+            except RETRYABLE_ERRORS as exc:
+                assert isinstance(exc, asyncpg.ReadOnlySQLTransactionError)
+            else:
+                raise AssertionError("a read-only transaction accepted a write")
+    finally:
+        await connection.close()
