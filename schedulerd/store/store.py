@@ -25,24 +25,23 @@ from schedulerd.models import (
 from schedulerd.store.sql import QUERIES
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
-# The connection broke or hung: it is closed rather than used again. After a failover also:
-# no host of a multi-host URL is writable yet (TargetServerAttributeNotMatched, an
-# InternalClientError), a pooled connection whose server died mid-reply is left in a protocol
-# state asyncpg cannot leave ("cannot switch to state"), and a connection whose server is now
-# read-only (an old primary fenced or demoted) refuses writes (25006): a fresh connection finds
-# the new primary.
-BROKEN_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
-    OSError, TimeoutError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError, asyncpg.InternalClientError,
-    asyncpg.ReadOnlySQLTransactionError,
-)  # fmt: skip
 # A server that became a standby (a failover demoted it) refuses writes with this: Store.reconnect.
 STANDBY_ERRORS: tuple[type[BaseException], ...] = (asyncpg.ReadOnlySQLTransactionError,)
+# The connection broke or hung: it is closed rather than used again. After a failover also: no
+# host of a multi-host URL is writable yet (TargetServerAttributeNotMatched, an
+# InternalClientError), a pooled connection whose server died mid-reply is left in a protocol
+# state asyncpg cannot leave ("cannot switch to state ..."), and a connection to a server that is
+# now a standby refuses writes: a fresh connection finds the new primary.
+BROKEN_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    OSError, TimeoutError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError, asyncpg.InternalClientError,
+    *STANDBY_ERRORS,
+)  # fmt: skip
 # A write that failed with one of these may succeed unchanged when tried again on a fresh
-# connection: the connection broke or hung, the server is restarting, a lock wait gave up, or the
-# server became a standby (a failover demoted it; Store.reconnect finds the new primary).
+# connection: the connection broke or hung (or reached a standby), the server is restarting, a
+# lock wait gave up.
 RETRYABLE_ERRORS: tuple[type[BaseException], ...] = BROKEN_CONNECTION_ERRORS + (
     asyncpg.QueryCanceledError, asyncpg.TransactionRollbackError, asyncpg.LockNotAvailableError,
-    asyncpg.OperatorInterventionError, asyncpg.InsufficientResourcesError, *STANDBY_ERRORS,
+    asyncpg.OperatorInterventionError, asyncpg.InsufficientResourcesError,
 )  # fmt: skip
 # Any other error from Postgres refused the statement for what it carries: the same rows fail again.
 REFUSED_ERRORS: tuple[type[BaseException], ...] = (asyncpg.PostgresError,)
@@ -63,21 +62,9 @@ def _minutes(rows: Sequence[Any]) -> tuple[list[MinuteStats], datetime]:
 
 
 def _yoyo_url(database_url: str) -> str:
-    """yoyo names its driver in the scheme; asyncpg URLs have none. yoyo parses one host only:
-    a multi-host URL (an HA formation) is narrowed to the host libpq picks for it, the primary
-    under target_session_attrs=read-write."""
+    """yoyo names its driver in the scheme; asyncpg URLs have none."""
     scheme, _, rest = database_url.partition("://")
-    if scheme not in ("postgres", "postgresql"):
-        return database_url
-    netloc, slash, tail = rest.partition("/")
-    credentials, at, hosts = netloc.rpartition("@")
-    if "," in hosts:
-        import psycopg
-
-        with psycopg.connect(database_url, connect_timeout=10) as connection:
-            host, port = connection.info.host, connection.info.port
-        rest = f"{credentials}{at}{host}:{port}{slash}{tail}"
-    return f"postgresql+psycopg://{rest}"
+    return f"postgresql+psycopg://{rest}" if scheme in ("postgres", "postgresql") else database_url
 
 
 async def single_host_url(database_url: str) -> str:
