@@ -10,6 +10,7 @@ import os
 import pwd
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -79,8 +80,9 @@ class Formation:
     """Monitor + n1 + n2 (`pg_autoctl create ... --run`, each its own process group). `url` is the
     multi-host URL a client is given: libpq and asyncpg try both hosts and keep the writable one."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, monitor_settings: dict[str, str] | None = None) -> None:
         self.directory = directory
+        self.monitor_settings = MONITOR_SETTINGS if monitor_settings is None else monitor_settings
         ports = _free_ports(3)
         self.monitor = Node("monitor", ports[0], directory / "monitor")
         self.nodes = [Node(f"n{i}", ports[i], directory / f"n{i}") for i in (1, 2)]
@@ -118,9 +120,10 @@ class Formation:
             os.chown(self.directory / sub, self._uid, self._gid)
         self._run(self.monitor, ["create", "monitor"])
         self._wait(lambda: self.monitor.execute("SELECT 1", dbname="pg_auto_failover"), "the monitor answering")
-        for name, value in MONITOR_SETTINGS.items():
+        for name, value in self.monitor_settings.items():
             self.monitor.execute(f"ALTER SYSTEM SET {name} = {value}", dbname="pg_auto_failover")
-        self.monitor.execute("SELECT pg_reload_conf()", dbname="pg_auto_failover")
+        if self.monitor_settings:
+            self.monitor.execute("SELECT pg_reload_conf()", dbname="pg_auto_failover")
         first, second = self.nodes
         self._run(first, ["create", "postgres", "--monitor", self.monitor_url, "--name", first.name, "--dbname", DATABASE])
         self._wait(lambda: self.states().get(first.name) == ("single", "single"), "n1 single")
@@ -151,13 +154,18 @@ class Formation:
             self.kill(node)
         shutil.rmtree(self.directory, ignore_errors=True)
 
-    def kill(self, node: Node) -> None:
-        """SIGKILL every process of the node at once: pg_autoctl's keeper and supervisor (one
-        process group), Postgres and its children (each backend runs in a session of its own).
-        The host is gone. A lone postmaster killed would be restarted by its keeper in place."""
+    def kill(self, node: Node, *, every_process: bool = True) -> None:
+        """SIGKILL the node. every_process: pg_autoctl's keeper and supervisor (one process group),
+        Postgres and its children (each backend runs in a session of its own) all at once, as
+        when the host is gone. Else only the process group (keeper and postmaster): the backends
+        see their postmaster die and exit by themselves, as after an OOM kill. A lone postmaster
+        killed would be restarted by its keeper in place."""
         if node.process is None:
             return
-        while processes := _tree(node.process.pid):
+        if not every_process:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(node.process.pid, signal.SIGKILL)
+        while every_process and (processes := _tree(node.process.pid)):
             for pid in processes:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
@@ -215,8 +223,10 @@ class Formation:
         self.monitor.execute("SELECT pgautofailover.perform_failover('default', 0)", dbname="pg_auto_failover")
 
     def show_state(self) -> str:
-        done = subprocess.run(["pg_autoctl", "show", "state", "--pgdata", str(self.monitor.pgdata)], env=self.env,
-                              user=self._uid, group=self._gid, extra_groups=[], capture_output=True, text=True, timeout=30)  # fmt: skip
+        done = subprocess.run(
+            ["pg_autoctl", "show", "state", "--pgdata", str(self.monitor.pgdata)], env=self.env, user=self._uid,
+            group=self._gid, extra_groups=[], capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
         return done.stdout + done.stderr
 
     def logs(self) -> str:
@@ -277,8 +287,6 @@ def _writable(node: Node) -> bool:
 
 
 def _answers(port: int) -> bool:
-    import socket
-
     with socket.socket() as sock:
         sock.settimeout(0.5)
         return sock.connect_ex(("127.0.0.1", port)) == 0
@@ -294,11 +302,12 @@ def _free_ports(count: int) -> list[int]:
 
 
 @contextlib.contextmanager
-def formation() -> Iterator[Formation]:
-    """A started formation, stopped and removed on leaving (also when the test fails)."""
+def formation(monitor_settings: dict[str, str] | None = None) -> Iterator[Formation]:
+    """A started formation, stopped and removed on leaving (also when the test fails).
+    monitor_settings: instead of MONITOR_SETTINGS ({} keeps pg_auto_failover's defaults)."""
     # Not under pytest's tmp_path: the postgres user must own it and reach it.
     directory = Path(tempfile.mkdtemp(prefix="schedulerd-fault-paf-"))
-    found = Formation(directory)
+    found = Formation(directory, monitor_settings)
     try:
         found.start()
         yield found
