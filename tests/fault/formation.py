@@ -58,6 +58,7 @@ class Node:
     port: int
     pgdata: Path
     process: subprocess.Popen[bytes] | None = None
+    killed_at: float | None = None  # epoch seconds: when kill() saw the last of it gone
 
     @property
     def address(self) -> str:
@@ -172,6 +173,7 @@ class Formation:
             time.sleep(0.05)  # a child forked meanwhile is found on the next walk
         node.process.wait(timeout=10)
         self._wait(lambda: not _answers(node.port), f"{node.name}'s port free", timeout_s=10)
+        node.killed_at = time.time()  # nothing of it answers from here on
 
     def remove_data(self, node: Node) -> None:
         """The disk is gone too: the node can never come back as it was."""

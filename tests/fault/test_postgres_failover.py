@@ -144,6 +144,8 @@ async def _under_load(paf: Formation, fleet, redis_url: str, redis_prefix: str, 
         await asyncio.to_thread(paf.switchover)
     else:
         await asyncio.to_thread(paf.kill, old, every_process=fault != "kill_keeper_and_postmaster")
+        assert old.killed_at is not None
+        fault_at = old.killed_at  # a start before it may have been on the old primary
         if fault == "kill_and_remove_data":
             await asyncio.to_thread(paf.remove_data, old)
     new = await asyncio.to_thread(paf.wait_for_new_primary, old)
