@@ -25,23 +25,30 @@ from schedulerd.models import (
 from schedulerd.store.sql import QUERIES
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
-# The connection broke or hung: it is closed rather than used again.
-BROKEN_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
-    OSError, TimeoutError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError,
-)  # fmt: skip
 # A server that became a standby (a failover demoted it) refuses writes with this: Store.reconnect.
 STANDBY_ERRORS: tuple[type[BaseException], ...] = (asyncpg.ReadOnlySQLTransactionError,)
+# The connection broke or hung: it is closed rather than used again. After a failover also: no
+# host of a multi-host URL is writable yet (TargetServerAttributeNotMatched, an
+# InternalClientError), a pooled connection whose server died mid-reply is left in a protocol
+# state asyncpg cannot leave ("cannot switch to state ..."), and a connection to a server that is
+# now a standby refuses writes: a fresh connection finds the new primary.
+BROKEN_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    OSError, TimeoutError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError, asyncpg.InternalClientError,
+    *STANDBY_ERRORS,
+)  # fmt: skip
 # A write that failed with one of these may succeed unchanged when tried again on a fresh
-# connection: the connection broke or hung, the server is restarting, a lock wait gave up, or the
-# server became a standby (a failover demoted it; Store.reconnect finds the new primary).
+# connection: the connection broke or hung (or reached a standby), the server is restarting, a
+# lock wait gave up.
 RETRYABLE_ERRORS: tuple[type[BaseException], ...] = BROKEN_CONNECTION_ERRORS + (
     asyncpg.QueryCanceledError, asyncpg.TransactionRollbackError, asyncpg.LockNotAvailableError,
-    asyncpg.OperatorInterventionError, asyncpg.InsufficientResourcesError, *STANDBY_ERRORS,
+    asyncpg.OperatorInterventionError, asyncpg.InsufficientResourcesError,
 )  # fmt: skip
 # Any other error from Postgres refused the statement for what it carries: the same rows fail again.
 REFUSED_ERRORS: tuple[type[BaseException], ...] = (asyncpg.PostgresError,)
 # Every error a Store call may raise: from Postgres, the driver or the network.
-POSTGRES_ERRORS: tuple[type[BaseException], ...] = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+POSTGRES_ERRORS: tuple[type[BaseException], ...] = (
+    OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError,
+)  # fmt: skip
 CopySink = Callable[[bytes], Awaitable[None]]
 # An application's own connection, for enqueueing inside its transaction (Client, Intake).
 Connection = asyncpg.Connection
@@ -142,6 +149,35 @@ async def _keep_session(connection: asyncpg.Connection) -> None:
     (open transactions are still rolled back by the pool). Measured: ~7% of a busy worker."""
 
 
+class _PooledConnection(asyncpg.Connection):
+    """Closes itself when a statement finds it broken (BROKEN_CONNECTION_ERRORS), whichever
+    path ran it, so the pool never hands it out again and the caller's retry gets a fresh
+    connection: after a failover, one on the new primary."""
+
+    async def execute(self, *args: Any, **kwargs: Any) -> str:
+        return await self._closing_if_broken(super().execute(*args, **kwargs))
+
+    async def executemany(self, *args: Any, **kwargs: Any) -> None:
+        return await self._closing_if_broken(super().executemany(*args, **kwargs))
+
+    async def fetch(self, *args: Any, **kwargs: Any) -> list[asyncpg.Record]:
+        return await self._closing_if_broken(super().fetch(*args, **kwargs))
+
+    async def fetchrow(self, *args: Any, **kwargs: Any) -> asyncpg.Record | None:
+        return await self._closing_if_broken(super().fetchrow(*args, **kwargs))
+
+    async def fetchval(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._closing_if_broken(super().fetchval(*args, **kwargs))
+
+    async def _closing_if_broken(self, statement: Awaitable[Any]) -> Any:
+        try:
+            return await statement
+        except BROKEN_CONNECTION_ERRORS:
+            if not self.is_closed():
+                self.terminate()
+            raise
+
+
 class Store:
     """Methods run on a pool, or on one connection inside `transaction()`."""
 
@@ -156,14 +192,14 @@ class Store:
         pool of the same size there, for `reads`."""
         pool = await asyncpg.create_pool(
             database_url, min_size=min_size, max_size=max_size, init=_init_connection, reset=_keep_session,
-            server_settings=SERVER_KEEPALIVE,
+            server_settings=SERVER_KEEPALIVE, connection_class=_PooledConnection,
         )
         if not read_url or read_url == database_url:
             return cls(pool)
         try:
             replica = await asyncpg.create_pool(
                 read_url, min_size=1, max_size=max_size, init=_init_connection, reset=_keep_session,
-                server_settings=SERVER_KEEPALIVE,
+                server_settings=SERVER_KEEPALIVE, connection_class=_PooledConnection,
             )
         except BaseException:
             await pool.close()

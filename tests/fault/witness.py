@@ -21,6 +21,12 @@ from schedulerd.tasks.registry import TaskContext, task
 
 _pool: asyncpg.Pool | None = None
 _pool_lock = asyncio.Lock()
+# A witness write that meets a failover (the primary lost or switched over) is tried again on
+# the new primary rather than failing the attempt: the handler's own bookkeeping must not add
+# attempts the scheduler did not cause. The apply is judged by the sink's fence either way.
+_UNAVAILABLE = (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError, asyncpg.OperatorInterventionError,
+                asyncpg.ReadOnlySQLTransactionError, asyncpg.InternalClientError)  # fmt: skip
+_RETRY_FOR_S = 30.0
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS witness_events (
@@ -46,8 +52,24 @@ async def _db() -> asyncpg.Pool:
     return _pool
 
 
+async def _write(query: str, *args: Any) -> Any:
+    deadline = time.monotonic() + _RETRY_FOR_S
+    while True:
+        try:
+            async with (await _db()).acquire() as connection:
+                try:
+                    return await connection.fetchval(query, *args)
+                except _UNAVAILABLE:
+                    connection.terminate()  # not handed out again: the next try connects afresh
+                    raise
+        except _UNAVAILABLE:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
 async def _event(ctx: TaskContext, event: str) -> None:
-    await (await _db()).execute(
+    await _write(
         "INSERT INTO witness_events (execution_id, fence, attempt, pid, event) VALUES ($1, $2, $3, $4, $5)",
         ctx.execution_id, ctx.fence, ctx.attempt, os.getpid(), event,
     )  # fmt: skip
@@ -68,7 +90,7 @@ async def record(ctx: TaskContext, params: dict[str, Any]) -> None:
 
 
 async def _apply(ctx: TaskContext) -> None:
-    applied = await (await _db()).fetchval(_APPLY, ctx.execution_id, ctx.fence)
+    applied = await _write(_APPLY, ctx.execution_id, ctx.fence)
     await _event(ctx, "applied" if applied is not None else "rejected")
 
 

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from schedulerd.store import RETRYABLE_ERRORS, Store, migrate, migrations_pending
+from schedulerd.store import POSTGRES_ERRORS, RETRYABLE_ERRORS, Store, migrate, migrations_pending
 from schedulerd.store.store import single_host_url
 
 
@@ -54,3 +54,31 @@ async def test_a_standbys_refusal_of_a_write_is_retryable(database_url: str) -> 
                 raise AssertionError("a read-only transaction accepted a write")
     finally:
         await connection.close()
+
+
+async def test_a_pooled_connection_that_refused_a_write_as_read_only_is_not_handed_out_again(database_url: str) -> None:
+    """A connection whose server turned read-only under it (a demoted primary) is closed by the
+    refusal, on every path, so the retry gets a fresh connection (to the primary, with a
+    multi-host URL). Here the session is made read-only by hand: the pool keeps session state
+    (Store's reset skips RESET ALL), so without the close every later write would be refused."""
+    store = await Store.connect(database_url, min_size=1, max_size=1)
+    try:
+        async with store.db.acquire() as connection:
+            await connection.execute("SET default_transaction_read_only = on")
+            read_only_pid = await connection.fetchval("SELECT pg_backend_pid()")
+        try:
+            await store.db.execute("CREATE TEMP TABLE refused (x int)")
+        except RETRYABLE_ERRORS as exc:
+            assert isinstance(exc, asyncpg.ReadOnlySQLTransactionError)
+        else:
+            raise AssertionError("a read-only session accepted a write")
+        assert await store.db.fetchval("SELECT pg_backend_pid()") != read_only_pid
+        await store.db.execute("CREATE TEMP TABLE accepted (x int)")
+    finally:
+        await store.close()
+
+
+def test_driver_errors_of_a_failover_are_transient_and_close_the_connection() -> None:
+    # No host of a multi-host URL writable yet; a connection left mid-protocol by a dead server.
+    assert issubclass(asyncpg.TargetServerAttributeNotMatched, asyncpg.InternalClientError)
+    assert asyncpg.InternalClientError in POSTGRES_ERRORS and asyncpg.InternalClientError in RETRYABLE_ERRORS
