@@ -2,7 +2,7 @@
 `noop` jobs fed through the Python client (or, with --feed sql, bulk-inserted straight into
 Postgres), and metrics computed from the rows in Postgres (one JSON line last).
 Usage: scripts/bench --quick | steady --rate R --duration S | spike --count N | cron --jobs J [--window 60s]
-       [--replicas K] [--set KEY=VALUE] [--feed client|sql] [--shards N] [--redis-cluster]
+       [--replicas K] [--set KEY=VALUE] [--feed client|sql] [--shards N] [--redis-cluster] [--postgres-formation]
        scripts/bench ingest --via client|client-batch|http|http-batch|cli-file --count N (bench_ingest.py)
 """
 
@@ -126,12 +126,32 @@ class Replica:
 
 
 def _with_database(url: str, name: str) -> str:
-    base, _, _ = url.rpartition("/")
-    return f"{base}/{name}"
+    """The URL naming database `name` instead (its query, e.g. target_session_attrs, kept)."""
+    address, mark, query = url.partition("?")
+    base, _, _ = address.rpartition("/")
+    return f"{base}/{name}{mark}{query}"
 
 
 def _port(url: str, default: int) -> int:
     return urlsplit(url).port or default
+
+
+def _start_formation(directory: Path) -> Any:
+    """A throwaway pg_auto_failover formation: monitor, primary, synchronous secondary
+    (tests/fault/formation.py, so a source checkout only)."""
+    sys.path.insert(0, str(REPO_ROOT))
+    from tests.fault.formation import PACKAGES, Formation, tools_present
+
+    if not tools_present():
+        raise RuntimeError(f"--postgres-formation needs pg_auto_failover (Debian: {PACKAGES}; scripts/install)")
+    directory.mkdir(parents=True, exist_ok=True)
+    formation = Formation(directory)
+    try:
+        formation.start()
+    except BaseException:
+        formation.stop()
+        raise
+    return formation
 
 
 def _proc_status_kb(pid: int, field: str) -> int:
@@ -326,8 +346,13 @@ async def run_bench(args: argparse.Namespace, workload: Workload, servers: Scrat
     admin_url, redis_url = servers.admin_url, servers.redis_url
     token = uuid.uuid4().hex[:10]
     db_name, prefix = f"schedulerd_bench_{token}", f"schedulerd-bench-{token}"
-    database_url = _with_database(admin_url, db_name)
     log_dir = Path(tempfile.mkdtemp(prefix=f"schedulerd-bench-{token}-"))
+    formation = None
+    postgres_port = _port(admin_url, 5432)
+    if args.postgres_formation:  # every node named; the pools keep to the primary
+        formation = _start_formation(Path(tempfile.mkdtemp(prefix=f"schedulerd-bench-paf-{token}-")))
+        admin_url, postgres_port = _with_database(formation.url, "postgres"), formation.primary().port
+    database_url = _with_database(admin_url, db_name)
     if args.shards is not None:
         args.settings = [*args.settings, ("REDIS_SHARDS", str(args.shards))]
     cluster = None
@@ -351,7 +376,7 @@ async def run_bench(args: argparse.Namespace, workload: Workload, servers: Scrat
         await migrate(database_url)
         db = await asyncpg.connect(database_url)
         replicas = start_replicas(args.replicas, database_url, redis_url, prefix, settings, log_dir)
-        await wait_ready(replicas, {_port(database_url, 5432), _port(redis_url, 6379)})
+        await wait_ready(replicas, {postgres_port, _port(redis_url, 6379)})
         for r in replicas:
             r.cpu_at_ready_s = _cpu_s(r.process.pid)
         pg_cpu_before, redis_cpu_before = await _server_cpu(db, nodes)
@@ -452,6 +477,7 @@ async def run_bench(args: argparse.Namespace, workload: Workload, servers: Scrat
             "redis_cpu_s_by_node": [round(a - b, 2) for a, b in zip(redis_cpu_after, redis_cpu_before)],
             "shards": shards,
             "redis_cluster": cluster is not None,
+            "postgres_formation": formation is not None,
             "insert_s": round(insert_s, 2),
             "dispatched_s": round(dispatched_s, 2),
             "crashed": crashed,
@@ -481,6 +507,8 @@ async def run_bench(args: argparse.Namespace, workload: Workload, servers: Scrat
         await queue.close()
         if cluster is not None:
             cluster.stop()
+        if formation is not None:
+            formation.stop()
 
 
 def _setting(text: str) -> tuple[str, str]:
@@ -503,6 +531,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="seconds after the last due time to wait for every execution to finish")  # fmt: skip
         p.add_argument("--keep-db", action="store_true", default=d(False), help="keep the database for inspection")
         p.add_argument("--shards", type=int, default=d(None), help="delay-queue shards ([redis].shards; default: config's)")
+        p.add_argument("--postgres-formation", action="store_true", default=d(False),
+                       help="Postgres on a throwaway pg_auto_failover formation (primary + synchronous secondary)")
         p.add_argument("--redis-cluster", action="store_true", default=d(False),
                        help="run on a throwaway 3-master Redis Cluster started for the run (Redis CPU per node)")  # fmt: skip
         p.add_argument("--feed", choices=["client", "sql"], default=d("client"),
@@ -620,7 +650,8 @@ def _report(r: dict[str, Any]) -> None:
           f"max {r['lag_max_ms']} ms; drained {r['drain_s']} s after the last due time")  # fmt: skip
     print(f"largest replica peak RSS {r['rss_mb_max']} MB; CPU {r['cpu_s']} s in all ({r['cpu_workload_s']} s "
           f"after start-up); Postgres backends {r['pg_cpu_s']} s, Redis {r['redis_cpu_s']} s "
-          f"(by node {r['redis_cpu_s_by_node']}; {r['shards']} shard(s){', cluster' if r['redis_cluster'] else ''}); "
+          f"(by node {r['redis_cpu_s_by_node']}; {r['shards']} shard(s){', cluster' if r['redis_cluster'] else ''})"
+          f"{'; Postgres: a pg_auto_failover formation' if r.get('postgres_formation') else ''}; "
           f"logs in {r['logs']}")  # fmt: skip
     if r["crashed"]:
         print(f"replicas that exited during the run: {', '.join(r['crashed'])}")
