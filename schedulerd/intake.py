@@ -51,10 +51,10 @@ JOB_COLUMNS = (
 NOT_QUEUED_HORIZON_S = -1e9
 MAX_IDEMPOTENCY_KEY = 200  # characters, as the API's Idempotency-Key header (and a debounce key)
 MAX_DEBOUNCE_WINDOW_S = 86400.0
-# Why a key's create is refused (code conflict): the API words each its own way.
 log = structlog.get_logger("schedulerd.intake")
 # A create whose connection broke is retried after 0.1, 0.2, 0.4 ... s, at most 2 s apart.
 COMMIT_RETRY_BASE_DELAY_S, COMMIT_RETRY_MAX_DELAY_S = 0.1, 2.0
+# Why a key's create is refused (code conflict): the API words each its own way.
 KEY_IN_FLIGHT = "a create with this key is in flight; retry"
 KEY_REUSED = "was used with a different request"
 
@@ -364,17 +364,18 @@ class Intake:
         return [r for r in results if r is not None], to_queue
 
     async def _write_retrying(
-        self, accepted: list[_Accepted], columns: _Columns, results: list[Result | None], keyed: bool, with_jobs: bool
-    ) -> list[Enqueue]:
-        """_write in a transaction of its own (one-off jobs without keys: one statement, no
-        transaction needed). When the connection breaks (a failover, a restart) the commit's outcome
+        self, accepted: list[_Accepted], columns: _Columns, results: list[Result | None], in_transaction: bool,
+        with_jobs: bool,
+    ) -> list[Enqueue]:  # fmt: skip
+        """_write in a transaction of its own (one-off jobs without keys or debounces: one
+        statement, no transaction needed). When the connection breaks (a failover, a restart) the commit's outcome
         is unknown: once Postgres answers again the jobs' own ids (made here, before the write) say
         whether it committed; if so the answer is read back, else the write is tried again. Either
         way each job exists once. Past [database].commit_retry_s the error reaches the caller."""
         deadline = time.monotonic() + self.config.database.commit_retry_s
         for failures in itertools.count():
             try:
-                if keyed or any(a.first_execution is None for a in accepted):
+                if in_transaction or any(a.first_execution is None for a in accepted):
                     async with self.store.transaction() as tx:
                         return await self._write(tx, accepted, columns, results, queue_now=True, with_jobs=with_jobs)
                 return await self._write(self.store, accepted, columns, results, queue_now=True, with_jobs=with_jobs)
