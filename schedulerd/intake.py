@@ -24,6 +24,7 @@ from uuid import UUID
 
 from schedulerd.clock import ServerClock
 from schedulerd.config import Config
+from schedulerd.core.priority import DEFAULT as DEFAULT_PRIORITY
 from schedulerd.core.ids import execution_id
 from schedulerd.errors import ConflictError, ValidationError
 from schedulerd.jobs import Edit, JobSpec, validate
@@ -41,6 +42,7 @@ JOB_COLUMNS = (
     "id", "tenant", "name", "task", "params_json", "schedule_kind", "run_at", "cron", "timezone", "misfire_policy",
     "catch_up_limit", "window_s", "max_attempts", "backoff_base_s", "backoff_factor", "backoff_max_s", "timeout_s",
     "dst_repeated", "dst_missing", "tzdata_version", "overlap", "labels_json", "start_at", "end_at", "max_runs",
+    "priority",
 )  # fmt: skip
 # A dispatch horizon no due time is inside: inside an application's transaction every new
 # execution is written pending, for the dispatcher to enqueue once it can see the row.
@@ -114,6 +116,8 @@ def spec_hash(spec: JobSpec) -> bytes:
     """A stable digest of what was asked (not of the derived row: "now" moves between retries)."""
     fields = asdict(spec)
     fields.pop("tenant")
+    if fields["priority"] == DEFAULT_PRIORITY:  # a key taken before priorities existed still matches its retry
+        fields.pop("priority")
     return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).digest()
 
 
@@ -179,6 +183,7 @@ def _job(values: dict[str, Any], created_at: datetime) -> Job:
         paused_note=None, paused_by=None, paused_at=None, dst_repeated=values["dst_repeated"],
         dst_missing=values["dst_missing"], tzdata_version=values["tzdata_version"], labels=values["labels"],
         start_at=values["start_at"], end_at=values["end_at"], max_runs=values["max_runs"], runs_written=0, done_at=None,
+        priority=values["priority"],
     )  # fmt: skip
 
 
@@ -195,6 +200,7 @@ class _Accepted:
     run_at: datetime | None  # one-off jobs: the execution's due time
     values: dict[str, Any] | None  # kept only where the Job row is built (cron jobs, with_jobs, an answer)
     answer: Callable[[Job], Any] | None
+    priority: int  # one-off jobs: the band their execution is queued in
     response: Any = None  # the answer recorded with the key
 
 
@@ -279,7 +285,7 @@ class Intake:
             entry = _Accepted(
                 slot, index, columns.append(values), values["id"], values["tenant"], key, request_hash,
                 execution_id(values["run_at"]) if one_off else None, values["run_at"],
-                None if one_off and not with_jobs and item.answer is None else values, item.answer,
+                None if one_off and not with_jobs and item.answer is None else values, item.answer, values["priority"],
             )  # fmt: skip
             if key is not None:
                 first_of_key[key] = entry
@@ -361,7 +367,7 @@ class Intake:
             results[a.slot] = Enqueued(a.index, a.job_id, (EnqueuedExecution(first_id, due_at, status),), job=job,
                                        response=a.response)  # fmt: skip
             if status is queued or (not queue_now and due_at <= horizon_end):
-                to_queue.append(Enqueue(first_id, due_at, a.tenant))
+                to_queue.append(Enqueue(first_id, due_at, a.tenant, a.priority))
         crons = [a for a in accepted if a.first_execution is None]
         if crons:
             jobs = [_job(a.values, created_at) for a in crons if a.values is not None]
@@ -379,7 +385,7 @@ class Intake:
             for a, job in zip(crons, jobs, strict=True):
                 results[a.slot] = Enqueued(a.index, a.job_id, tuple(by_job.get(a.job_id, ())), job=job, response=a.response)
             to_queue.extend(done.enqueue if queue_now else
-                            [Enqueue(e.id, e.due_at, e.tenant) for e in done.executions if e.due_at <= horizon_end])
+                            [Enqueue(e.id, e.due_at, e.tenant, e.priority) for e in done.executions if e.due_at <= horizon_end])
         return to_queue
 
     async def _claim_keys(
