@@ -13,10 +13,10 @@ INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enque
 SELECT o.id, o.job_id, o.tenant, o.scheduled_for, o.due_at,
        CASE WHEN o.due_at <= clock_timestamp() + make_interval(secs => $6) THEN 'queued' ELSE 'pending' END,
        CASE WHEN o.due_at <= clock_timestamp() + make_interval(secs => $6) THEN clock_timestamp() END, $7,
-       j.version, coalesce(j.priority, 5)
+       (SELECT j.version FROM jobs j WHERE j.id = o.job_id),
+       coalesce((SELECT j.priority FROM jobs j WHERE j.id = o.job_id), 5)
 FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[], $5::timestamptz[])
      AS o(id, job_id, tenant, scheduled_for, due_at)
-     LEFT JOIN jobs j ON j.id = o.job_id
 ON CONFLICT (job_id, scheduled_for, origin) DO NOTHING
 RETURNING *;
 
