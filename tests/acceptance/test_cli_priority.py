@@ -11,7 +11,7 @@ from tests.acceptance.test_cli_bad_input import _refused
 
 
 async def test_create_and_update_take_a_priority(cli, store) -> None:  # type: ignore[no-untyped-def]
-    made = cli("job", "create", "--task", "noop", "--cron", "0 2 * * *", "--priority", "9", "--json")
+    made = cli("job", "create", "--task", "noop", "--cron", "* * * * *", "--priority", "9", "--json")
     assert made.returncode == 0, made.stderr
     job_id = json.loads(made.stdout)["job"]["id"]
     assert await store.db.fetchval("SELECT priority FROM jobs WHERE id = $1", job_id) == 9
