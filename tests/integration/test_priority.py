@@ -96,3 +96,52 @@ async def test_the_claim_from_postgres_takes_priority_then_due_order(make_job, m
     worker.redis_down_since = worker._next_redis_probe = float("inf")  # pop nothing: claim from Postgres
     assert await worker.run_once() == 0  # nothing else is due
     assert time.monotonic() < worker._next_redis_probe
+
+
+async def test_the_client_takes_a_priority_as_an_argument_and_as_a_task_default(store, queue, config) -> None:
+    from schedulerd import Client, ValidationError, task
+
+    client = Client(store, queue, config, owned=False)
+    done = await client.enqueue("noop", priority=9)
+    assert (await store.execution_get(done.execution_id)).priority == 9
+
+    @task("test.priority_default", priority=8)
+    async def urgent_task(ctx, params) -> None:  # type: ignore[no-untyped-def]
+        return None
+
+    by_default = await urgent_task.enqueue(client)
+    assert (await store.execution_get(by_default.execution_id)).priority == 8
+    overridden = await urgent_task.enqueue(client, priority=2)
+    assert (await store.execution_get(overridden.execution_id)).priority == 2
+    for bad in (10, -1, "high", True):
+        try:
+            await client.enqueue("noop", priority=bad)
+        except ValidationError as exc:
+            assert exc.field == "priority", exc
+        else:
+            raise AssertionError(f"priority={bad!r} was accepted")
+    edit = await client.update_job(done.job_id, priority=3)
+    assert edit.job.priority == 3
+
+
+async def test_the_bench_priority_probe_reads_both_lags(store, queue, config, make_worker) -> None:
+    """scripts/bench spike --priority-probe's two halves, on a tiny backlog: the 9 starts first."""
+    import sys
+    from datetime import UTC, datetime
+    from pathlib import Path
+
+    from schedulerd import Client
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    import bench  # noqa: PLC0415
+
+    client = Client(store, queue, config, owned=False)
+    for _ in range(20):
+        await client.enqueue("noop", tenant="bench")
+    ids = await bench._priority_probe(client, datetime.now(UTC))
+    worker = make_worker(concurrency=1, batch_size=1)
+    await worker.run_once()
+    await settle(worker)
+    probed = await bench._probe_result(store.db, ids)  # type: ignore[arg-type]
+    assert probed["priority_probe_urgent_lag_ms"] is not None and probed["priority_probe_control_lag_ms"] is None
+    assert probed["priority_probe_backlog_behind"] == 20  # the backlog it passed (the probes are not counted)
