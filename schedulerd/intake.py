@@ -24,8 +24,8 @@ from uuid import UUID
 
 from schedulerd.clock import ServerClock
 from schedulerd.config import Config
-from schedulerd.core.priority import DEFAULT as DEFAULT_PRIORITY
 from schedulerd.core.ids import execution_id
+from schedulerd.core.priority import DEFAULT as DEFAULT_PRIORITY
 from schedulerd.errors import ConflictError, ValidationError
 from schedulerd.jobs import Edit, JobSpec, validate
 from schedulerd.materialising import materialise_jobs

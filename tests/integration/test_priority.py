@@ -133,7 +133,7 @@ async def test_the_bench_priority_probe_reads_both_lags(store, queue, config, ma
     from schedulerd import Client
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-    import bench  # noqa: PLC0415
+    import bench
 
     client = Client(store, queue, config, owned=False)
     for _ in range(20):
@@ -145,3 +145,24 @@ async def test_the_bench_priority_probe_reads_both_lags(store, queue, config, ma
     probed = await bench._probe_result(store.db, ids)  # type: ignore[arg-type]
     assert probed["priority_probe_urgent_lag_ms"] is not None and probed["priority_probe_control_lag_ms"] is None
     assert probed["priority_probe_backlog_behind"] == 20  # the backlog it passed (the probes are not counted)
+
+
+async def test_an_apply_file_declares_and_changes_a_priority(store, queue, config) -> None:
+    from schedulerd import Client, ValidationError
+
+    client = Client(store, queue, config, owned=False)
+    declared = {"name": "urgent", "task": "noop", "cron": "* * * * *", "priority": 9}
+    done = await client.apply([declared], source="ops")
+    assert done.added[0].job.priority == 9
+    again = await client.apply([declared], source="ops", plan=True)
+    assert not again.changed and again.unchanged == ["urgent"]
+    moved = await client.apply([{**declared, "priority": 4}], source="ops")
+    assert [c.fields for c in moved.changed] == [("priority",)] and moved.changed[0].edit.job.priority == 4
+    rows = await store.db.fetch("SELECT priority FROM executions WHERE status IN ('pending', 'queued')")
+    assert rows and {r["priority"] for r in rows} == {4}
+    try:
+        await client.apply([{**declared, "priority": "high"}], source="ops")
+    except ValidationError as exc:
+        assert "priority" in exc.field, exc
+    else:
+        raise AssertionError("an apply file with priority 'high' was accepted")
