@@ -164,5 +164,13 @@ async def test_priority_bands_pop_on_the_cluster(cluster_queue) -> None:
     await queue.add(fives, only_new=True)
     await queue.pop_due(3)
     await queue.add(nines, only_new=True)
-    popped = (await queue.pop_due(30)).execution_ids
-    assert {str(e.execution_id) for e in nines} <= set(popped), popped
+    from schedulerd.queue.delay_queue import shard_of
+
+    popped: list[tuple[str, int]] = []
+    while len(popped) < 40:
+        pop = await queue.pop_due(20)
+        popped += list(zip(pop.execution_ids, pop.priorities))
+    assert {str(e.execution_id) for e in nines} <= {i for i, _ in popped}
+    for shard in range(3):
+        order = [p for i, p in popped if shard_of(i, 3) == shard]
+        assert order == sorted(order, reverse=True), (shard, order)
