@@ -143,6 +143,7 @@ _CREATE_FLAG_OPTIONS: dict[str, dict[str, Any]] = {
     "--end-at": {"metavar": "INSTANT"},
     "--debounce-key": {"metavar": "KEY"},
     "--debounce-window": {"metavar": "DURATION"},
+    "--priority": {"metavar": "0-9"},
 }  # fmt: skip
 _WHEN_FLAGS = frozenset({"--at", "--in", "--cron"})  # when the job runs: one of them at most
 # A refusal names a field (job_fields: JobSpec's name); the user of `job create` typed flags.
@@ -311,6 +312,14 @@ def _parse(field: str, parse: Callable[[str], T], text: str) -> T:
         raise ValidationError(field, str(exc) or type(exc).__name__) from None
 
 
+def _priority_flag(text: str) -> int:
+    """--priority's text: digits only (jobs.validate judges the range), so "high" or "true" is
+    refused by name instead of by argparse's "invalid int value"."""
+    if not text.strip().isdigit():
+        raise ValueError(f"must be an integer from 0 to 9 (higher runs first), got {text!r}")
+    return int(text)
+
+
 def _job_spec(args: argparse.Namespace) -> Any:
     from schedulerd.core.labels import parse_selector
     from schedulerd.jobs import JobSpec
@@ -331,6 +340,7 @@ def _job_spec(args: argparse.Namespace) -> Any:
         labels=parse_selector(args.labels, "--labels") if args.labels else {},
         start_at=_parse("--start-at", parse_instant, args.start_at) if args.start_at else None,
         end_at=_parse("--end-at", parse_instant, args.end_at) if args.end_at else None, max_runs=args.max_runs,
+        priority=_parse("--priority", _priority_flag, args.priority) if args.priority is not None else 5,
     )  # fmt: skip
 
 
@@ -597,6 +607,7 @@ async def _job_action(args: argparse.Namespace, config: Config) -> None:
 # How `job update` reads a flag's text into the field's value (the others are taken as typed).
 _UPDATE_READERS: dict[str, Callable[[str], Any]] = {
     "--params": json.loads, "--at": parse_instant, "--window": parse_duration_s, "--timeout": parse_duration_s,
+    "--priority": _priority_flag,
 }
 
 

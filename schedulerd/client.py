@@ -124,6 +124,7 @@ class JobRequest:
     max_runs: int | None = None
     debounce_key: str | None = None  # one-off: creates with this key share one execution (docs/enqueue.md "Debounce")
     debounce_window: Duration | None = None
+    priority: int = 5  # 0-9, higher starts first among the tenant's due executions
 
     def item(self) -> Item:
         """As the intake takes it; raises ValidationError naming the argument."""
@@ -158,6 +159,7 @@ def _item(options: Mapping[str, Any]) -> Item:
         dst_repeated=get("dst_repeated"), dst_missing=get("dst_missing"), overlap=get("overlap", "allow"),
         delay_s=_seconds(get("in_"), "in_"), labels=_labels(get("labels")),
         start_at=_instant(get("start_at"), "start_at"), end_at=_instant(get("end_at"), "end_at"), max_runs=get("max_runs"),
+        priority=get("priority", 5),
     )  # fmt: skip
     debounce = Debounce.given(get("debounce_key"), _seconds(get("debounce_window"), "debounce_window"))
     return Item(spec, get("idempotency_key"), debounce=debounce)
@@ -254,7 +256,7 @@ class Client:
     ) -> Enqueued:  # fmt: skip
         """Create one job; returns it with its first execution(s) (a cron job: those written for
         its first horizon). Options are JobRequest's fields: at=, in_=, cron=, tz=, name=,
-        tenant=, max_attempts=, timeout=, idempotency_key=, misfire=, window=, overlap=, ...
+        tenant=, max_attempts=, timeout=, idempotency_key=, misfire=, window=, overlap=, priority=, ...
         Raises ValidationError naming the argument; nothing is written then.
 
         connection: an asyncpg connection inside the application's transaction: the job exists
@@ -392,7 +394,7 @@ class Client:
     ) -> Edit:  # fmt: skip
         """Edit a job in place (Jobs.update): keyword arguments as enqueue's (params=, cron=, tz=,
         at= for a one-off, misfire=, window=, overlap=, name=, max_attempts=, timeout=, dst_*=,
-        backoff_*=) and labels=; those not given keep their value. Returns the Edit: the job
+        backoff_*=, priority=) and labels=; those not given keep their value. Returns the Edit: the job
         after it and its next runs removed / kept / added. dry_run: the same answer, nothing
         written. if_version: refused (StaleVersionError) unless the job is at that version.
         tenant: only that tenant's job (None: any). Raises ValidationError naming the argument

@@ -29,6 +29,7 @@ import structlog
 from schedulerd.clock import ServerClock
 from schedulerd.config import Config
 from schedulerd.core.ids import execution_id
+from schedulerd.core.priority import DEFAULT as DEFAULT_PRIORITY
 from schedulerd.errors import ConflictError, ValidationError
 from schedulerd.jobs import Edit, JobSpec, validate
 from schedulerd.materialising import materialise_jobs
@@ -45,6 +46,7 @@ JOB_COLUMNS = (
     "id", "tenant", "name", "task", "params_json", "schedule_kind", "run_at", "cron", "timezone", "misfire_policy",
     "catch_up_limit", "window_s", "max_attempts", "backoff_base_s", "backoff_factor", "backoff_max_s", "timeout_s",
     "dst_repeated", "dst_missing", "tzdata_version", "overlap", "labels_json", "start_at", "end_at", "max_runs",
+    "priority",
 )  # fmt: skip
 # A dispatch horizon no due time is inside: inside an application's transaction every new
 # execution is written pending, for the dispatcher to enqueue once it can see the row.
@@ -143,6 +145,8 @@ def spec_hash(spec: JobSpec) -> bytes:
     """A stable digest of what was asked (not of the derived row: "now" moves between retries)."""
     fields = asdict(spec)
     fields.pop("tenant")
+    if fields["priority"] == DEFAULT_PRIORITY:  # a key taken before priorities existed still matches its retry
+        fields.pop("priority")
     return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).digest()
 
 
@@ -229,6 +233,7 @@ def _job(values: dict[str, Any], created_at: datetime) -> Job:
         paused_note=None, paused_by=None, paused_at=None, dst_repeated=values["dst_repeated"],
         dst_missing=values["dst_missing"], tzdata_version=values["tzdata_version"], labels=values["labels"],
         start_at=values["start_at"], end_at=values["end_at"], max_runs=values["max_runs"], runs_written=0, done_at=None,
+        priority=values["priority"],
     )  # fmt: skip
 
 
@@ -245,6 +250,7 @@ class _Accepted:
     run_at: datetime | None  # one-off jobs: the execution's due time
     values: dict[str, Any] | None  # kept only where the Job row is built (cron jobs, with_jobs, an answer)
     answer: Callable[[Job], Any] | None
+    priority: int  # one-off jobs: the band their execution is queued in
     response: Any = None  # the answer recorded with the key
     debounce: tuple[str, str] | None = None  # (tenant, key) of a debounced create
 
@@ -331,7 +337,7 @@ class Intake:
             entry = _Accepted(
                 slot, index, columns.append(values), values["id"], values["tenant"], key, request_hash,
                 execution_id(values["run_at"]) if one_off else None, values["run_at"],
-                None if one_off and not with_jobs and item.answer is None else values, item.answer,
+                None if one_off and not with_jobs and item.answer is None else values, item.answer, values["priority"],
                 debounce=(values["tenant"], item.debounce.key) if item.debounce is not None else None,
             )  # fmt: skip
             if key is not None:
@@ -426,7 +432,7 @@ class Intake:
             runs = tuple(EnqueuedExecution(id_, due_at, status) for id_, due_at, status in executions.get(a.job_id, ()))
             response = a.answer(job) if a.answer is not None else a.response
             results[a.slot] = Enqueued(a.index, a.job_id, runs, job=job, response=response)
-            to_queue.extend(Enqueue(r.id, r.due_at, a.tenant) for r in runs if r.status == ExecutionStatus.QUEUED)
+            to_queue.extend(Enqueue(r.id, r.due_at, a.tenant, a.priority) for r in runs if r.status == ExecutionStatus.QUEUED)
         if held:
             ttl_s = self.config.api.idempotency_ttl_s
             earlier = await self.store.idempotency_get_many([a.key for a in held if a.key], ttl_s)
@@ -493,7 +499,7 @@ class Intake:
             results[a.slot] = Enqueued(a.index, a.job_id, (EnqueuedExecution(first_id, due_at, status),), job=job,
                                        response=a.response)  # fmt: skip
             if status is queued or (not queue_now and due_at <= horizon_end):
-                to_queue.append(Enqueue(first_id, due_at, a.tenant))
+                to_queue.append(Enqueue(first_id, due_at, a.tenant, a.priority))
         leaders = [a for a in one_offs if a.debounce is not None]
         if leaders:
             assert all(a.first_execution is not None and a.run_at is not None for a in leaders)
@@ -519,7 +525,7 @@ class Intake:
             for a, job in zip(crons, jobs, strict=True):
                 results[a.slot] = Enqueued(a.index, a.job_id, tuple(by_job.get(a.job_id, ())), job=job, response=a.response)
             to_queue.extend(done.enqueue if queue_now else
-                            [Enqueue(e.id, e.due_at, e.tenant) for e in done.executions if e.due_at <= horizon_end])
+                            [Enqueue(e.id, e.due_at, e.tenant, e.priority) for e in done.executions if e.due_at <= horizon_end])
         return to_queue
 
     async def _debounce(

@@ -51,6 +51,8 @@ FIELDS: tuple[JobField, ...] = (
              "an occurrence due while the job's previous execution still runs: start anyway (allow), skip it, "
              "start it when that one ends (buffer_one; at most one waits), or ask that one to stop and then "
              "start (cancel_other)", choices=("allow", "skip", "buffer_one", "cancel_other"), editable=True),
+    JobField("priority", "priority", "priority", "--priority",
+             "0-9, higher starts first among the tenant's due executions (default 5)", editable=True),
     JobField("tenant", "tenant", None, "--tenant", "the tenant the job belongs to (the API takes the token's)"),
     JobField("name", "name", "name", "--name", "a name for people, shown with the job", editable=True),
     JobField("max_attempts", "max_attempts", "retry.max_attempts", "--max-attempts",

@@ -27,6 +27,8 @@ from schedulerd.clock import Clock, system
 from schedulerd.config import MAX_CATCH_UP_LIMIT, Config
 from schedulerd.core.backfill import check_range, plan_backfill
 from schedulerd.core.durations import shifted, text_problem
+from schedulerd.core.priority import DEFAULT as DEFAULT_PRIORITY
+from schedulerd.core.priority import check_priority
 from schedulerd.core.ids import execution_id
 from schedulerd.core.late import LateReason
 from schedulerd.core.materialise import plan
@@ -91,6 +93,7 @@ class JobSpec:
     start_at: datetime | None = None  # recurring jobs: no occurrence before this instant
     end_at: datetime | None = None  # recurring jobs: none at or after this instant
     max_runs: int | None = None  # recurring jobs: at most this many occurrences in all
+    priority: int = DEFAULT_PRIORITY  # 0-9, higher pops first within the tenant's share (core/priority.py)
 
 
 def _check_text(text: str, field: str) -> None:
@@ -162,6 +165,7 @@ def validate(spec: JobSpec, config: Config, now: datetime, known_tasks: Collecti
         _check_text(spec.name, "name")
     backoff_base_s, backoff_factor, backoff_max_s = _backoff(spec, config)
     labels = check_labels(spec.labels) if spec.labels else {}
+    job_priority = check_priority(spec.priority)
     bounds.check_bounds(spec.start_at, spec.end_at, spec.max_runs, recurring=cron is not None)
     return {
         "id": uuid.uuid4(), "tenant": spec.tenant, "name": spec.name, "task": spec.task,
@@ -176,6 +180,7 @@ def validate(spec: JobSpec, config: Config, now: datetime, known_tasks: Collecti
         "labels": labels, "labels_json": _PARAMS_ENCODER.encode(labels) if labels else "{}",
         "start_at": spec.start_at.astimezone(UTC) if spec.start_at else None,
         "end_at": spec.end_at.astimezone(UTC) if spec.end_at else None, "max_runs": spec.max_runs,
+        "priority": job_priority,
     }  # fmt: skip
 
 
@@ -369,7 +374,7 @@ def spec_of(job: Job) -> JobSpec:
         catch_up_limit=job.catch_up_limit, window_s=job.window_s, name=job.name, max_attempts=job.max_attempts,
         timeout_s=job.timeout_s, backoff_base_s=job.backoff_base_s, backoff_factor=job.backoff_factor,
         backoff_max_s=job.backoff_max_s, dst_repeated=job.dst_repeated, dst_missing=job.dst_missing, overlap=job.overlap,
-        labels=job.labels, start_at=job.start_at, end_at=job.end_at, max_runs=job.max_runs,
+        labels=job.labels, start_at=job.start_at, end_at=job.end_at, max_runs=job.max_runs, priority=job.priority,
     )  # fmt: skip
 
 
@@ -466,7 +471,7 @@ def check_actor(by: str, field: str = "by") -> str:
 
 
 def queued(executions: list[Execution]) -> list[Enqueue]:
-    return [Enqueue(e.id, e.due_at, e.tenant) for e in executions if e.status == ExecutionStatus.QUEUED]
+    return [Enqueue(e.id, e.due_at, e.tenant, e.priority) for e in executions if e.status == ExecutionStatus.QUEUED]
 
 
 class Jobs:
@@ -615,7 +620,7 @@ class Jobs:
                 window_s=values["window_s"], max_attempts=values["max_attempts"], backoff_base_s=values["backoff_base_s"],
                 backoff_factor=values["backoff_factor"], backoff_max_s=values["backoff_max_s"],
                 timeout_s=values["timeout_s"], dst_repeated=values["dst_repeated"], dst_missing=values["dst_missing"],
-                overlap=values["overlap"], labels=labels, version=job.version + 1,
+                overlap=values["overlap"], labels=labels, version=job.version + 1, priority=values["priority"],
             )  # fmt: skip
             removed, kept, added = _diff(_runs(job, now), _runs(after, now))
             edits, inserts, cursor = await self._occurrences(tx, job, after, now)
@@ -627,7 +632,7 @@ class Jobs:
                                          len(inserts))
             assert written is not None  # locked and not deleted
             horizon_s = self.config.dispatcher.horizon_s
-            changed = await tx.execution_edit_many(edits, written.version, horizon_s) if edits else []
+            changed = await tx.execution_edit_many(edits, written.version, horizon_s, written.priority) if edits else []
             created = await tx.execution_insert_many(inserts, horizon_s) if inserts else []
             edit = replace(edit, job=written, written=len(created))
             # Recorded once written, so a replay answers exactly what this request answers.

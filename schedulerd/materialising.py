@@ -125,7 +125,7 @@ async def materialise_jobs(
         await tx.job_advance_cursor_many(cursors, tzdb.installed_version())
     counted = {job_id: (cursor, n) for job_id, cursor, n, _ in cursors}
     done = {job_id for job_id, _, _, is_done in cursors if is_done}
-    enqueue = {e.id: Enqueue(e.id, e.due_at, e.tenant) for e in executions if e.status == ExecutionStatus.QUEUED}
+    enqueue = {e.id: Enqueue(e.id, e.due_at, e.tenant, e.priority) for e in executions if e.status == ExecutionStatus.QUEUED}
     missed_by = now - timedelta(seconds=config.misfire_grace_s)
     missed_jobs = list({e.job_id for e in executions if e.due_at < missed_by})
     if not missed_jobs:

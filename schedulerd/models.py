@@ -82,6 +82,7 @@ class Job(_Row):
     runs_written: int  # scheduled occurrences written so far: max_runs caps it
     done_at: datetime | None  # when the schedule was found to have nothing left to write
     version: int = 1  # rises by one at every edit (Jobs.update)
+    priority: int = 5  # 0-9, higher pops first within its tenant's share (core/priority.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +120,7 @@ class Execution(_Row):
     late_reason: str | None  # why it did not start within its grace (core/late.py LateReason), if it did not
     cancel_requested_at: datetime | None  # a cancel or overlap cancel_other asked the running attempt to stop
     job_version: int | None = None  # the job's version that wrote (or an edit kept) it; None: before versions, 1
+    priority: int = 5  # its job's when written (an edit moves the unstarted ones): core/priority.py
 
 
 @dataclass(frozen=True)
@@ -230,6 +232,7 @@ class Enqueue:
     execution_id: UUID
     due_at: datetime
     tenant: str = "default"  # whose queue it goes in (the pop serves tenants round robin)
+    priority: int = 5  # which band of that queue (core/priority.py): higher pops first among the due
 
 
 @dataclass(frozen=True)

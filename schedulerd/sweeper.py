@@ -67,7 +67,7 @@ class Sweeper:
                     now=row["status"],
                 )  # fmt: skip
                 if row["status"] == ExecutionStatus.QUEUED:
-                    requeue.append(Enqueue(row["id"], row["due_at"], row["tenant"]))
+                    requeue.append(Enqueue(row["id"], row["due_at"], row["tenant"], row["priority"]))
                 elif row["status"] == ExecutionStatus.FAILED:
                     failed += 1  # (the rest: cancelled, an overlap policy had asked them to stop)
             if len(handed_back) < self.config.batch_size:
@@ -117,7 +117,7 @@ class Sweeper:
         backlog / batch_size sweeps, not once the backlog has drained. Returns how many were re-added."""
         page = await self.store.execution_queued_overdue(self.config.grace_s, self.config.batch_size, self._overdue_after)
         by_id = {str(e.execution_id): e for e in page}
-        missing = await self.queue.missing(list(by_id), [e.tenant for e in by_id.values()])
+        missing = await self.queue.missing(list(by_id), [e.tenant for e in by_id.values()], [e.priority for e in by_id.values()])
         if missing:
             await self.queue.add([by_id[i] for i in missing], only_new=True)
         last = page[-1] if len(page) == self.config.batch_size else None

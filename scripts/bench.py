@@ -1,7 +1,7 @@
 """Benchmark harness: K daemon replicas on a throwaway database and Redis prefix, a workload of
 `noop` jobs fed through the Python client (or, with --feed sql, bulk-inserted straight into
 Postgres), and metrics computed from the rows in Postgres (one JSON line last).
-Usage: scripts/bench --quick | steady --rate R --duration S | spike --count N | cron --jobs J [--window 60s]
+Usage: scripts/bench --quick | steady --rate R --duration S | spike --count N [--priority-probe S] | cron --jobs J [--window 60s]
        [--replicas K] [--set KEY=VALUE] [--feed client|sql] [--shards N] [--redis-cluster] [--postgres-formation]
        scripts/bench ingest --via client|client-batch|http|http-batch|cli-file --count N (bench_ingest.py)
 """
@@ -323,6 +323,37 @@ async def _feed_client(client: Client, t0: datetime, workload: Workload, ahead_s
         ])  # fmt: skip
 
 
+PROBE_MIN_S = 1.5  # a probe is enqueued past the spike's measured window [t0, t0 + 1 s)
+
+
+async def _priority_probe(client: Client, at: datetime) -> dict[str, Any]:
+    """At `at` (mid-spike), enqueue a priority-9 one-off and, beside it, a priority-5 one (the
+    control), both through the client; their ids, for the lag read after the run."""
+    wait_s = (at - datetime.now(at.tzinfo)).total_seconds()
+    if wait_s > 0:
+        await asyncio.sleep(wait_s)
+    urgent = await client.enqueue("noop", tenant="bench", priority=9)
+    control = await client.enqueue("noop", tenant="bench")
+    return {"urgent": urgent.execution_id, "control": control.execution_id}
+
+
+async def _probe_result(db: asyncpg.Connection, ids: dict[str, Any]) -> dict[str, Any]:
+    """Each probe's start lag (first start minus due time, ms; None: it had not started when the
+    spike drained) and how many of the spike's executions were still waiting when it started."""
+    result: dict[str, Any] = {}
+    for name, execution_id in ids.items():
+        row = await db.fetchrow("SELECT first_started_at, due_at, 1000 * extract(epoch FROM first_started_at - due_at) "
+                                "AS lag_ms FROM executions WHERE id = $1", execution_id)  # fmt: skip
+        result[f"priority_probe_{name}_lag_ms"] = None if row["lag_ms"] is None else round(float(row["lag_ms"]), 1)
+        if name == "urgent" and row["first_started_at"] is not None:
+            result["priority_probe_backlog_behind"] = await db.fetchval(
+                "SELECT count(*) FROM executions WHERE id <> ALL($1::uuid[]) AND due_at <= $2 "
+                "AND (first_started_at IS NULL OR first_started_at > $3)", list(ids.values()), row["due_at"],
+                row["first_started_at"],
+            )  # fmt: skip
+    return result
+
+
 async def _enqueue_all(client: Client, requests: list[dict[str, Any]]) -> None:
     refused = [r for r in await client.enqueue_many(requests) if not r.ok]
     if refused:
@@ -380,7 +411,8 @@ async def run_bench(args: argparse.Namespace, workload: Workload, servers: Scrat
         for r in replicas:
             r.cpu_at_ready_s = _cpu_s(r.process.pid)
         pg_cpu_before, redis_cpu_before = await _server_cpu(db, nodes)
-        if args.feed == "client":  # the task types the replicas reported are what the client checks against
+        probing = workload.scenario == "spike" and getattr(args, "priority_probe", None) is not None
+        if args.feed == "client" or probing:  # the task types the replicas reported are what the client checks against
             client_environ = {"SCHEDULERD_DATABASE_URL": database_url, "SCHEDULERD_REDIS_URL": redis_url,
                               "SCHEDULERD_REDIS_PREFIX": prefix, **settings}  # fmt: skip
             client = await Client.connect(load_config(REPO_ROOT / "config.toml", client_environ))
@@ -410,7 +442,7 @@ async def run_bench(args: argparse.Namespace, workload: Workload, servers: Scrat
                 feeder = asyncio.create_task(_feed(database_url, queue, t0, workload, job_ids, args.lead))
             t_end, expected = t0 + timedelta(seconds=workload.duration_s + 1), workload.count
         else:
-            if client is not None:
+            if client is not None and args.feed == "client":
                 await _enqueue_all(client, [{"task": "noop", "tenant": "bench", "at": t0}] * workload.count)
             else:
                 job_ids = [row["id"] for row in await db.fetch(INSERT_JOBS, t0, min(JOBS, workload.count), *retry)]
@@ -418,6 +450,10 @@ async def run_bench(args: argparse.Namespace, workload: Workload, servers: Scrat
             t_end, expected = t0 + timedelta(seconds=workload.duration_s + 1), workload.count
         if workload.scenario == "steady":
             await feeder  # re-raises a failed insert
+        probe = None
+        if probing:
+            assert client is not None
+            probe = asyncio.create_task(_priority_probe(client, t0 + timedelta(seconds=args.priority_probe)))
         insert_s = time.monotonic() - insert_started
         while await db.fetchval("SELECT count(*) FROM executions WHERE status = 'pending' AND due_at <= $1", t_end):
             await asyncio.sleep(0.1)
@@ -436,6 +472,7 @@ async def run_bench(args: argparse.Namespace, workload: Workload, servers: Scrat
                 break
             await asyncio.sleep(0.5)
         crashed = [r.name for r in replicas if r.process.poll() is not None]
+        probed = await _probe_result(db, await probe) if probe is not None else {}
 
         # Process metrics before anything is killed.
         alive = [r for r in replicas if r.process.poll() is None]
@@ -481,6 +518,7 @@ async def run_bench(args: argparse.Namespace, workload: Workload, servers: Scrat
             "insert_s": round(insert_s, 2),
             "dispatched_s": round(dispatched_s, 2),
             "crashed": crashed,
+            **probed,
             "run_id": token,  # database schedulerd_bench_<run_id>, Redis prefix schedulerd-bench-<run_id>
             "logs": str(log_dir),
         }  # fmt: skip
@@ -552,6 +590,10 @@ def _parser() -> argparse.ArgumentParser:
     steady.add_argument("--duration", type=float, required=True, help="seconds over which they fall due")
     spike = scenarios.add_parser("spike", help="N executions due at the same instant")
     spike.add_argument("--count", type=int, required=True)
+    spike.add_argument("--priority-probe", type=float, metavar="S", default=None,
+                       help=f"S seconds after the spike falls due (at least {PROBE_MIN_S:g}), enqueue a priority-9 "
+                       "one-off and a priority-5 one beside it; report each one's start lag and the backlog the 9 "
+                       "passed (priority_probe_*)")
     cron = scenarios.add_parser("cron", help="J every-minute cron jobs, measured over whole minutes")
     cron.add_argument("--jobs", type=int, required=True)
     cron.add_argument("--window", default="0s", help="smearing window per job, e.g. 60s (default: exact time)")
@@ -601,6 +643,10 @@ def main(argv: list[str] | None = None) -> int:
         workload = Workload("gate", GATE_SPIKE, 0.0, 0.0)
     else:
         workload = Workload("spike", args.count, 0.0, 0.0)
+        if args.priority_probe is not None and args.priority_probe < PROBE_MIN_S:
+            print(f"bench: --priority-probe must be at least {PROBE_MIN_S:g} s (past the spike's measured second)",
+                  file=sys.stderr)  # fmt: skip
+            return 2
     if workload.count < 1 or args.replicas < 1:
         print("bench: the workload and --replicas must be at least 1", file=sys.stderr)
         return 2
@@ -655,6 +701,10 @@ def _report(r: dict[str, Any]) -> None:
           f"logs in {r['logs']}")  # fmt: skip
     if r["crashed"]:
         print(f"replicas that exited during the run: {', '.join(r['crashed'])}")
+    if "priority_probe_urgent_lag_ms" in r:
+        print(f"priority probe: the 9 started {r['priority_probe_urgent_lag_ms']} ms after its due time, past "
+              f"{r.get('priority_probe_backlog_behind')} due executions; the 5 beside it "
+              f"{r['priority_probe_control_lag_ms']} ms")  # fmt: skip
     print(f"extra attempts {r['extra_attempts']}, lease reclaims {r['lease_reclaims']}, "
           f"alarming log lines {r['alarming_log_lines']}")  # fmt: skip
     print(json.dumps(r), flush=True)

@@ -113,6 +113,7 @@ class JobCreate(_Input):
 
     def debounced(self) -> Debounce | None:
         return Debounce(self.debounce.key, self.debounce.window_s) if self.debounce is not None else None
+    priority: StrictInt = Field(5, ge=0, le=9, description=doc("priority"))
 
     def spec(self, tenant: str) -> JobSpec:
         """The job this body asks for, filed under `tenant` (the token's, or the CLI's)."""
@@ -123,6 +124,7 @@ class JobCreate(_Input):
             backoff_base_s=self.retry.backoff_base_s, backoff_factor=self.retry.backoff_factor,
             backoff_max_s=self.retry.backoff_max_s, dst_repeated=self.dst_repeated, dst_missing=self.dst_missing,
             overlap=self.overlap, labels=self.labels, start_at=self.start_at, end_at=self.end_at, max_runs=self.max_runs,
+            priority=self.priority,
         )  # fmt: skip
 
 
@@ -161,6 +163,7 @@ class JobUpdate(_Input):
     dst_missing: Literal["shift", "skip"] | None = Field(None, description=doc("dst_missing"))
     overlap: Overlap = Field(None, description=OVERLAP_HELP)  # type: ignore[assignment]
     labels: dict[StrictStr, StrictStr] = Field(None, description=doc("labels") + "; replaced as a whole")  # type: ignore[assignment]
+    priority: StrictInt = Field(None, ge=0, le=9, description=doc("priority") + "; unstarted runs take it too")  # type: ignore[assignment]
 
     def changes(self) -> dict[str, Any]:
         """{JobSpec field: new value} of the fields given, found by each editable field's body path."""
@@ -419,6 +422,7 @@ class Job(BaseModel):
     tzdata_version: str | None = Field(None, description="tz database that resolved its written occurrences")
     overrun: Overrun | None = Field(None, description="cron jobs with finished runs: recent p95 duration vs interval")
     version: int = Field(1, description="rises by one at every edit (PATCH; If-Match takes it)")
+    priority: int = Field(5, description=doc("priority"))
 
 
 class NextRun(BaseModel):
@@ -466,6 +470,8 @@ class Execution(BaseModel):
     redrives: int = Field(0, description="times it was redriven after failing, each with a new attempt budget")
     late_reason: LateReasonName | None = Field(None, description="why it did not start within its grace, if it did not")
     job_version: int = Field(1, description="the job's version that wrote this occurrence (or an edit kept it for)")
+    priority: int = Field(5, description="its job's priority when it was written (an edit moves unstarted ones): "
+                          "0-9, higher starts first among the tenant's due executions")
     cancel_requested: bool = Field(False, description="someone cancelled it (or the overlap policy cancel_other asked it "
                                    "to stop); while it runs, its worker cancels the handler at the next heartbeat")
 

@@ -41,7 +41,7 @@ def job_view(job: Job, now: datetime, last: LastExecution | None = None, overrun
         dst_missing=schedule.missing if schedule else None, tzdata_version=job.tzdata_version,
         overrun=schemas.Overrun(warning=overrun.warning, p95_s=overrun.p95_s, interval_s=overrun.interval_s,
                                 ratio=overrun.ratio, fraction=fraction, samples=overrun.samples) if overrun else None,
-        version=job.version,
+        version=job.version, priority=job.priority,
     )  # type: ignore[arg-type]  # fmt: skip
 
 
@@ -66,7 +66,7 @@ def execution_view(execution: Execution) -> dict[str, Any]:
         "duration_s": (execution.finished_at - execution.started_at).total_seconds()
         if execution.finished_at and execution.started_at else None,
         "origin": execution.origin, "redrives": execution.redrives,
-        "late_reason": execution.late_reason, "job_version": execution.job_version or 1,
+        "late_reason": execution.late_reason, "job_version": execution.job_version or 1, "priority": execution.priority,
         "cancel_requested": execution.cancel_requested_at is not None,
     }  # fmt: skip
 

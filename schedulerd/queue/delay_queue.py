@@ -1,9 +1,10 @@
 """The Redis delay queue. Redis is an index, never the record.
 
 The queue is split into `shards` hash-tagged shards. Each shard ({prefix:s}, or {prefix} when
-there is one) holds a sorted set per tenant ({tag}:queue:<tenant>; member = execution id, score
-= due time in ms since the Unix epoch), a set of tenants so the pop can serve them round robin,
-and an epoch marker; an execution's shard is crc32 of its id, so it never moves between
+there is one) holds a sorted set per tenant and priority band ({tag}:queue:<band>, the band
+named by core/priority.py: the tenant's name at priority 5; member = execution id, score = due
+time in ms since the Unix epoch), a set of bands so the pop can serve tenants round robin and
+each tenant's due bands highest first, and an epoch marker; an execution's shard is crc32 of its id, so it never moves between
 attempts. Every script touches one shard's keys and declares them all, so on a Redis Cluster the
 shards spread over the nodes. Breakers and rate counters keep the {prefix} slot of their own.
 Which shard to pop, and in what order, is decided here: callers see one queue.
@@ -26,6 +27,8 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
 from schedulerd.config import RedisConfig
+from schedulerd.core.priority import DEFAULT as DEFAULT_PRIORITY
+from schedulerd.core.priority import band, bands, of_band
 from schedulerd.models import Enqueue
 from schedulerd.queue.scripts import Script, load_script
 
@@ -73,6 +76,19 @@ def _split(room: int, weights: list[float]) -> list[int]:
     return shares
 
 
+def _of_bands(owners: list[str]) -> tuple[list[str], list[int]]:
+    """The tenant and priority of each popped id from its band's name: parsed once per band
+    (a pop holds a few), and not at all when every band is a tenant's priority-5 one.
+
+    >>> _of_bands(["a", "a#9", "b"])
+    (['a', 'a', 'b'], [5, 9, 5])
+    """
+    named = {b: of_band(b) for b in dict.fromkeys(owners)}
+    if all(b == tenant for b, (tenant, _) in named.items()):
+        return owners, [DEFAULT_PRIORITY] * len(owners)
+    return [named[b][0] for b in owners], [named[b][1] for b in owners]
+
+
 def shard_tags(prefix: str, shards: int) -> list[str]:
     """The hash tag of each shard: {prefix} alone when there is one (the keys of versions that had
     no shards), else {prefix:0} .. {prefix:N-1}."""
@@ -88,19 +104,19 @@ class _Shard:
     tag: str
     tenants_key: str
     epoch_key: str
-    queue_key_prefix: str  # + tenant
-    line: list[str] = field(default_factory=list)  # tenants at the head of its round at the last pop: declared next
+    queue_key_prefix: str  # + band (core/priority.py: the tenant's name at priority 5)
+    line: list[str] = field(default_factory=list)  # bands at the head of its round at the last pop: declared next
     next_due_ms: int | None = None  # earliest tenant score at the last pop (None: empty, or never asked)
     asked_at: float = 0.0  # monotonic time of the last pop of it
     served_at: float = 0.0  # monotonic time of the last pop that returned something
     epoch: str | None = None  # its marker at the last pop
     want: float = 0.0  # how many it is expected to have due at the next pop (what it gave, or more when it gave all asked)
-    # Tenants seen in it lately (monotonic time): declared too, so a tenant whose queue emptied
-    # and filled again between two pops is served without a second round trip.
+    # Bands seen in it lately (monotonic time): declared too, so a band whose queue emptied and
+    # filled again between two pops is served without a second round trip.
     seen: dict[str, float] = field(default_factory=dict)
 
     def declared(self, line_max: int, now: float) -> list[str]:
-        """The tenants to declare: the head of the round first, then others seen within SEEN_S."""
+        """The bands to declare: the head of the round first, then others seen within SEEN_S."""
         names = dict.fromkeys(self.line)
         for tenant, at in list(self.seen.items()):
             if now - at > SEEN_S:
@@ -124,6 +140,7 @@ class Pop:
     epoch: str | None  # None: Redis lost its data (flushed or restarted empty; one shard is enough)
     breakers: dict[str, str] = field(default_factory=dict)  # breaker key -> state (core/breaker.parse); empty when all is well
     tenants: list[str] = field(default_factory=list)  # the tenant of each popped id
+    priorities: list[int] = field(default_factory=list)  # the priority (band) of each popped id
 
     @property
     def at(self) -> datetime:
@@ -188,10 +205,11 @@ class DelayQueue:
     def shard(self, execution_id: uuid.UUID | str) -> _Shard:
         return self.shards[shard_of(execution_id, len(self.shards))]
 
-    def queue_key(self, tenant: str, execution_id: uuid.UUID | str | None = None) -> str:
-        """The key of `tenant`'s queue in the shard of `execution_id` (the only shard when None)."""
+    def queue_key(self, tenant: str, execution_id: uuid.UUID | str | None = None, priority: int = DEFAULT_PRIORITY) -> str:
+        """The key of `tenant`'s queue of `priority` in the shard of `execution_id` (the only
+        shard when None)."""
         shard = self.shards[0] if execution_id is None else self.shard(execution_id)
-        return shard.queue_key_prefix + tenant
+        return shard.queue_key_prefix + band(tenant, priority)
 
     @property
     def tenants_key(self) -> str:
@@ -204,8 +222,8 @@ class DelayQueue:
     # --- add -------------------------------------------------------------------------------------
 
     async def add(self, entries: Iterable[Enqueue], *, only_new: bool) -> None:
-        """Add to each tenant's queue of each entry's shard, in chunks, one pipeline (one round
-        trip). only_new (NX) keeps an existing score; otherwise the score is replaced (a retry
+        """Add to each entry's band (its tenant's queue of its priority) of its shard, in chunks,
+        one pipeline (one round trip). only_new (NX) keeps an existing score; otherwise the score is replaced (a retry
         moves its execution to the new due time). Each chunk is one add_entries-2.lua call, which
         indexes the tenant in its shard's tenants set in the same step (its score only moves
         earlier: it may be early, never late, and the pop fixes it), so no failure between two
@@ -215,11 +233,13 @@ class DelayQueue:
         for entry in entries:
             member = str(entry.execution_id)
             shard = 0 if count == 1 else zlib.crc32(member.encode()) % count
-            by_key.setdefault((shard, entry.tenant), {})[member] = score_ms(entry.due_at)
+            # core/priority.band, inlined: this runs per entry of every create.
+            name = entry.tenant if entry.priority == DEFAULT_PRIORITY else band(entry.tenant, entry.priority)
+            by_key.setdefault((shard, name), {})[member] = score_ms(entry.due_at)
         await self._add_keyed(by_key, nx=only_new)
 
     async def _add_keyed(self, by_key: dict[tuple[int, str], dict[str, int]], *, nx: bool) -> None:
-        """add_entries-2.lua for each (shard, tenant) -> {member: score ms}, 5,000 members a call."""
+        """add_entries-2.lua for each (shard, band) -> {member: score ms}, 5,000 members a call."""
         calls: list[tuple[list[str], list[Any]]] = []
         for (shard, tenant), scores in by_key.items():
             keys = [self.shards[shard].tenants_key, self.shards[shard].queue_key_prefix + tenant]
@@ -335,7 +355,8 @@ class DelayQueue:
         else:
             now_ms = int(est_ms)
         dues = [s.next_due_ms for s in self.shards if s.next_due_ms is not None]
-        return Pop(ids, min(dues) if dues else None, now_ms, self._epoch_token(), dict(self._breakers), owners)
+        tenants, priorities = _of_bands(owners)
+        return Pop(ids, min(dues) if dues else None, now_ms, self._epoch_token(), dict(self._breakers), tenants, priorities)
 
     async def _pop_shards(self, shards: list[_Shard], shares: list[int], read_breakers: bool) -> list[list[Any]]:
         """One pipelined EVALSHA per shard (and HGETALL of the breakers); loads the script when a
@@ -389,24 +410,28 @@ class DelayQueue:
         """Tenants with a non-empty queue in any shard (and perhaps a few just emptied)."""
         seen: dict[str, None] = {}
         for names in await self._shard_tenants():
-            seen.update(dict.fromkeys(names))
+            seen.update(dict.fromkeys(of_band(name)[0] for name in names))
         return list(seen)
 
-    async def missing(self, execution_ids: Sequence[str], tenants: Sequence[str] | None = None) -> list[str]:
-        """Which of these ids no pop would serve: no entry in their tenant's queue of their shard
-        (`tenants`: one per id), or an entry whose tenant is missing from that shard's tenants
-        set, or indexed there later than the entry and still in the future (more than a second
-        past this host's estimate of Redis's clock). One pipelined round trip. Re-adding them
-        (add) repairs both. Without tenants every tenant's queue of their shard is looked in
-        (tests, tools)."""
+    async def missing(
+        self, execution_ids: Sequence[str], tenants: Sequence[str] | None = None, priorities: Sequence[int] | None = None
+    ) -> list[str]:
+        """Which of these ids no pop would serve: no entry in their band of their shard (`tenants`
+        and `priorities`: one per id; priority 5 when not given), or an entry whose band is
+        missing from that shard's tenants set, or indexed there later than the entry and still in
+        the future (more than a second past this host's estimate of Redis's clock). One pipelined
+        round trip. Re-adding them (add) repairs both. Without tenants every band of their shard
+        is looked in (tests, tools)."""
         if not execution_ids:
             return []
         ids = list(execution_ids)
         if tenants is None:
             by_shard_tenants = await self._shard_tenants()
             wanted = [(i, t) for i in ids for t in by_shard_tenants[shard_of(i, len(self.shards))]]
-        else:
+        elif priorities is None:
             wanted = list(zip(ids, tenants, strict=True))
+        else:
+            wanted = [(i, band(t, p)) for i, t, p in zip(ids, tenants, priorities, strict=True)]
         by_key: dict[tuple[int, str], list[str]] = {}
         for execution_id, tenant in wanted:
             by_key.setdefault((shard_of(execution_id, len(self.shards)), tenant), []).append(execution_id)
@@ -449,11 +474,12 @@ class DelayQueue:
         return (await self.depth_and_earliest())[0]
 
     async def tenant_depth(self, tenant: str) -> int:
-        """Members of one tenant's queue, summed over the shards: one pipelined round trip that
-        names no other tenant's key (a tenant's overview)."""
+        """Members of one tenant's queue (every band), summed over the shards: one pipelined round
+        trip that names no other tenant's key (a tenant's overview)."""
         async with self.client.pipeline(transaction=False) as pipe:
             for shard in self.shards:
-                pipe.zcard(shard.queue_key_prefix + tenant)
+                for name in bands(tenant):
+                    pipe.zcard(shard.queue_key_prefix + name)
             return sum(await pipe.execute())
 
     async def depth_and_earliest(self) -> tuple[int, int | None]:

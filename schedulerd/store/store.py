@@ -262,7 +262,7 @@ class Store:
                 v["timezone"], v["misfire_policy"], v["catch_up_limit"], v["window_s"], v["max_attempts"],
                 v["backoff_base_s"], v["backoff_factor"], v["backoff_max_s"], v["timeout_s"], v["dst_repeated"],
                 v["dst_missing"], v["overlap"], None if labels is None else json.dumps(labels), cursor, tzdata_version,
-                written,
+                written, v["priority"],
             )  # fmt: skip
         except asyncpg.UniqueViolationError as exc:
             if exc.constraint_name != "jobs_tenant_source_name":
@@ -339,12 +339,13 @@ class Store:
         return await self.db.fetch(QUERIES["execution_edit_lock"], job_id, after)
 
     async def execution_edit_many(
-        self, edits: Sequence[tuple[UUID, datetime, str, datetime]], version: int, horizon_s: float
+        self, edits: Sequence[tuple[UUID, datetime, str, datetime]], version: int, horizon_s: float, priority: int = 5
     ) -> list[Execution]:
-        """Apply (id, scheduled_for, action, due_at) edits to rows execution_edit_lock locked;
-        returns the rows kept or revived (ZADD the queued ones after commit)."""
+        """Apply (id, scheduled_for, action, due_at) edits to rows execution_edit_lock locked; the
+        rows kept or revived take `priority` (the edited job's). Returns those rows (ZADD the
+        queued ones after commit)."""
         columns = [list(c) for c in zip(*edits)] if edits else [[], [], [], []]
-        rows = await self.db.fetch(QUERIES["execution_edit_many"], *columns, version, horizon_s)
+        rows = await self.db.fetch(QUERIES["execution_edit_many"], *columns, version, horizon_s, priority)
         return [Execution.from_row(r) for r in rows]
 
     async def execution_cancel_for_job(self, job_id: UUID, reason: str) -> int:
@@ -420,7 +421,7 @@ class Store:
             QUERIES["execution_replay_many"], ids, [r[1] for r in replays], [r[2] for r in replays],
             *scheduled_for_bounds(ids),
         )  # fmt: skip
-        return [(Enqueue(r["id"], r["due_at"], r["tenant"]), r["late_reason"]) for r in rows]
+        return [(Enqueue(r["id"], r["due_at"], r["tenant"], r["priority"]), r["late_reason"]) for r in rows]
 
     # --- executions: reads ------------------------------------------------------------------
     async def execution_get(self, execution_id: UUID) -> Execution | None:
@@ -441,7 +442,7 @@ class Store:
 
     async def execution_dispatch_due(self, horizon_s: float, limit: int) -> list[Enqueue]:
         rows = await self.db.fetch(QUERIES["execution_dispatch_due"], horizon_s, limit)
-        return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows]
+        return [Enqueue(r["id"], r["due_at"], r["tenant"], r["priority"]) for r in rows]
 
     async def _fetch_bounded(self, query: str, *args: Any, timeout_s: float | None) -> list[asyncpg.Record]:
         """A worker's write that must not hang: bounded by timeout_s, and a connection that
@@ -508,8 +509,8 @@ class Store:
 
     async def execution_finish_many(
         self, outcomes: Sequence[Outcome], *, timeout_s: float | None = None
-    ) -> list[tuple[UUID, str, datetime, str]]:
-        """Record outcomes guarded by fence; returns (id, new status, due_at, tenant) of those that took effect."""
+    ) -> list[tuple[UUID, str, datetime, str, int]]:
+        """Record outcomes guarded by fence; returns (id, new status, due_at, tenant, priority) of those that took effect."""
         ids = [o.execution_id for o in outcomes]
         rows = await self._fetch_bounded(
             QUERIES["execution_finish_many"],
@@ -523,12 +524,12 @@ class Store:
             *scheduled_for_bounds(ids),
             timeout_s=timeout_s,
         )
-        return [(r["id"], r["status"], r["due_at"], r["tenant"]) for r in rows]
+        return [(r["id"], r["status"], r["due_at"], r["tenant"], r["priority"]) for r in rows]
 
     async def execution_hand_back_many(self, held: Sequence[tuple[UUID, int]]) -> list[Enqueue]:
         ids = [h[0] for h in held]
         rows = await self.db.fetch(QUERIES["execution_hand_back_many"], ids, [h[1] for h in held], *scheduled_for_bounds(ids))
-        return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows]
+        return [Enqueue(r["id"], r["due_at"], r["tenant"], r["priority"]) for r in rows]
 
     async def execution_park_many(
         self, held: Sequence[tuple[UUID, int]], delays_s: Sequence[float], reason: str, *, late_grace_s: float
@@ -540,7 +541,7 @@ class Store:
             QUERIES["execution_park_many"], ids, [h[1] for h in held], list(delays_s), reason, late_grace_s,
             *scheduled_for_bounds(ids),
         )  # fmt: skip
-        return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows], [r["newly_late"] for r in rows if r["newly_late"]]
+        return [Enqueue(r["id"], r["due_at"], r["tenant"], r["priority"]) for r in rows], [r["newly_late"] for r in rows if r["newly_late"]]
 
     async def execution_reclaim_expired(
         self, limit: int, *, live_holder_grace_s: float = 0.0, down_after_s: float = 15.0
@@ -598,7 +599,7 @@ class Store:
     async def execution_release_waiting(self, job_ids: Sequence[UUID]) -> list[tuple[Enqueue, str]]:
         """The occurrences released, each with its job's overlap policy."""
         rows = await self.db.fetch(QUERIES["execution_release_waiting"], list(job_ids))
-        return [(Enqueue(r["id"], r["due_at"], r["tenant"]), r["overlap"]) for r in rows]
+        return [(Enqueue(r["id"], r["due_at"], r["tenant"], r["priority"]), r["overlap"]) for r in rows]
 
     async def job_recent_durations(self, job_ids: Sequence[UUID], per_job: int) -> dict[UUID, list[float]]:
         """Durations (seconds) of each job's latest finished attempts, newest first."""
@@ -615,17 +616,17 @@ class Store:
     ) -> list[Enqueue]:
         """Queued executions overdue by more than grace_s, in (due_at, id) order after `after`."""
         rows = await self.db.fetch(QUERIES["execution_queued_overdue"], grace_s, limit, after[0], after[1])
-        return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows]
+        return [Enqueue(r["id"], r["due_at"], r["tenant"], r["priority"]) for r in rows]
 
     async def execution_queued_early(self, execution_ids: Sequence[str | UUID], due_by: datetime) -> list[Enqueue]:
         """Of these popped ids, the queued ones not yet due at due_by (the pop's instant)."""
         ids = list(execution_ids)
         rows = await self.db.fetch(QUERIES["execution_queued_early"], ids, *scheduled_for_bounds(ids), due_by)
-        return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows]
+        return [Enqueue(r["id"], r["due_at"], r["tenant"], r["priority"]) for r in rows]
 
     async def execution_queued_page(self, after: tuple[datetime, UUID], limit: int) -> list[Enqueue]:
         rows = await self.db.fetch(QUERIES["execution_queued_page"], after[0], after[1], limit)
-        return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows]
+        return [Enqueue(r["id"], r["due_at"], r["tenant"], r["priority"]) for r in rows]
 
     async def execution_overview(self) -> dict[str, Any]:
         return dict(await self.db.fetchrow(QUERIES["execution_overview"]))
@@ -855,7 +856,7 @@ class Store:
         """Redrive the failed ones among these ids (in order, spread at per_s); returns each
         (entry for ZADD, new status)."""
         rows = await self.db.fetch(QUERIES["execution_redrive_many"], list(execution_ids), tenant, per_s, horizon_s, by)
-        return [(Enqueue(r["id"], r["due_at"], r["tenant"]), r["status"]) for r in rows]
+        return [(Enqueue(r["id"], r["due_at"], r["tenant"], r["priority"]), r["status"]) for r in rows]
 
     async def redrive_list(self, execution_id: UUID) -> list[Redrive]:
         return [Redrive.from_row(r) for r in await self.db.fetch(QUERIES["redrive_list"], execution_id)]
@@ -1013,7 +1014,7 @@ class Store:
     async def execution_committed(self, execution_ids: Sequence[UUID]) -> list[Enqueue]:
         ids = list(execution_ids)
         rows = await self.db.fetch(QUERIES["execution_committed"], ids, *scheduled_for_bounds(ids))
-        return [Enqueue(r["id"], r["due_at"], r["tenant"]) for r in rows]
+        return [Enqueue(r["id"], r["due_at"], r["tenant"], r["priority"]) for r in rows]
 
     async def idempotency_claim_many(
         self, claims: Sequence[tuple[str, str, bytes, UUID, str]], ttl_s: float

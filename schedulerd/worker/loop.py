@@ -201,8 +201,8 @@ class Worker:
 
     async def _give_back(self, pop: Pop, execution_ids: list[str]) -> None:
         """Put popped ids nobody claimed back in Redis (due at the pop's instant), best effort."""
-        tenants = dict(zip(pop.execution_ids, pop.tenants))
-        await enqueue_committed(self.queue, [Enqueue(UUID(i), pop.at, tenants[i]) for i in execution_ids], "worker.give_back_failed")
+        owners = {i: (t, p) for i, t, p in zip(pop.execution_ids, pop.tenants, pop.priorities)}
+        await enqueue_committed(self.queue, [Enqueue(UUID(i), pop.at, *owners[i]) for i in execution_ids], "worker.give_back_failed")
 
     async def _give_back_early(self, pop: Pop, execution_ids: list[str]) -> int:
         """Popped ids still queued but not due at the pop's instant (an entry whose score was
@@ -367,10 +367,10 @@ class Worker:
                 del self._outcomes[outcome.execution_id]
         self.stats.finished += len(applied)
         by_id = {o.execution_id: o for o in outcomes}
-        took_effect = [by_id[execution_id] for execution_id, _, _, _ in applied]
+        took_effect = [by_id[execution_id] for execution_id, *_ in applied]
         # A retry of a job paused or deleted meanwhile, or of an execution cancelled meanwhile, was
         # cancelled by the finish: not a retry.
-        retrying = {i for i, status, _, _ in applied if status in (ExecutionStatus.QUEUED, ExecutionStatus.PENDING)}
+        retrying = {i for i, status, *_ in applied if status in (ExecutionStatus.QUEUED, ExecutionStatus.PENDING)}
         steered = [o for o in took_effect if o.retry_delay_s is not None and o.execution_id not in retrying]
         if steered:
             log.info("worker.retry_cancelled", reason="job paused or deleted, or execution cancelled",
@@ -387,7 +387,7 @@ class Worker:
             log.warning("worker.outcome_fenced_out", execution_ids=sorted(map(str, refused)))
         if self.gate.config.enabled:
             await self.gate.tell(took_effect)
-        retries = [Enqueue(i, due_at, t) for i, status, due_at, t in applied if status == ExecutionStatus.QUEUED]
+        retries = [Enqueue(i, due_at, t, p) for i, status, due_at, t, p in applied if status == ExecutionStatus.QUEUED]
         guarded_jobs = [o.job_id for o in took_effect if o.guarded]
         if guarded_jobs:
             # Their job is free now: a waiting occurrence (buffer_one, cancel_other) starts at once.

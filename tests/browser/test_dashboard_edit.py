@@ -52,4 +52,11 @@ async def test_plan_and_save_an_edit_from_the_jobs_page(chromium: str, serve_das
         await page.click("#job-edit summary")  # closed: the page refreshes again
         await expect(page.locator("#job-version")).to_have_text("2", timeout=10000)
         await expect(page.locator("dd code", has_text='"v":2')).to_be_visible()
+        await expect(page.locator("#job-priority")).to_have_text("5")
+        await page.click("#job-edit summary")
+        await page.fill("#edit-priority", "9")
+        await page.click("#edit-save")
+        await expect(page.locator("#edit-verdict")).to_contain_text("Saved: version 3.")
+        await page.click("#job-edit summary")
+        await expect(page.locator("#job-priority")).to_have_text("9", timeout=10000)
         await browser.close()

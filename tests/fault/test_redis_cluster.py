@@ -148,3 +148,29 @@ async def test_killing_a_master_loses_no_execution(cluster: RedisClusterServers,
         promoted = await asyncio.to_thread(cluster.wait_failed_over, slot, victim)
         assert promoted is not victim
         await _all_succeeded(store, 300, timeout_s=60)
+
+
+async def test_priority_bands_pop_on_the_cluster(cluster_queue) -> None:
+    """A band's key carries its shard's hash tag: the pop reads a tenant's bands in one slot
+    (no CROSSSLOT), and each shard gives its 9s before its 5s."""
+    import uuid
+
+    from schedulerd.models import Enqueue
+
+    queue = cluster_queue(3)
+    due_at = datetime.now(UTC) - timedelta(seconds=2)
+    fives = [Enqueue(uuid.uuid4(), due_at, "t0") for _ in range(90)]
+    nines = [Enqueue(uuid.uuid4(), due_at + timedelta(seconds=1), "t0", 9) for _ in range(6)]
+    await queue.add(fives, only_new=True)
+    await queue.pop_due(3)
+    await queue.add(nines, only_new=True)
+    from schedulerd.queue.delay_queue import shard_of
+
+    popped: list[tuple[str, int]] = []
+    while len(popped) < 40:
+        pop = await queue.pop_due(20)
+        popped += list(zip(pop.execution_ids, pop.priorities))
+    assert {str(e.execution_id) for e in nines} <= {i for i, _ in popped}
+    for shard in range(3):
+        order = [p for i, p in popped if shard_of(i, 3) == shard]
+        assert order == sorted(order, reverse=True), (shard, order)

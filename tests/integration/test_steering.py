@@ -125,7 +125,7 @@ async def _queued_retry_beside_a_pause(jobs: Jobs, store: Store, queue: DelayQue
             assert await tx.job_delete(job_id) is not None
         await tx.execution_cancel_for_job(job_id, how)
         applied = await store.execution_finish_many(outcomes)  # on another connection of the pool
-    await queue.add([Enqueue(i, due_at, tenant) for i, _, due_at, tenant in applied], only_new=False)
+    await queue.add([Enqueue(i, due_at, tenant) for i, _, due_at, tenant, _ in applied], only_new=False)
 
 
 @pytest.mark.parametrize(("how", "overlap", "redis"), [
@@ -243,7 +243,7 @@ async def test_resume_does_not_revive_an_execution_a_pause_stopped_mid_retry(sto
     (claim,) = await store.execution_claim_many([first.id], 5.0, "worker-a")
     await jobs.pause(job.id)
     retry = Outcome(claim.id, claim.fence, claim.task, ExecutionStatus.QUEUED, AttemptOutcome.FAILED, "boom", 0.1)
-    ((_, status, _, _),) = await store.execution_finish_many([retry])
+    ((_, status, *_),) = await store.execution_finish_many([retry])
     assert status == ExecutionStatus.CANCELLED
 
     await jobs.resume(job.id)

@@ -191,6 +191,7 @@ async function jobView(id, query) {
     <dt>state</dt><dd id="job-state">${esc(job.state)}${job.pause ? ` since ${when(job.pause.at, "UTC")}
       <span class="note">${esc(pauseText(job.pause))}</span>` : ""}</dd><dt>params</dt><dd><code>${esc(JSON.stringify(job.params))}</code></dd>
     <dt>overlap</dt><dd id="job-overlap-policy">${esc(job.overlap)}</dd><dt>version</dt><dd id="job-version">${esc(job.version)}</dd>
+    <dt title="0-9: higher starts first among your due runs">priority</dt><dd id="job-priority">${esc(job.priority ?? 5)}</dd>
     <dt>labels</dt><dd id="job-labels">${esc(labelText(job.labels) || "–")}</dd>
     ${bounded(job) ? `<dt>bounds</dt><dd id="job-bounds">${bounded(job)}</dd>` : ""}
     ${job.overrun ? `<dt>run time</dt><dd id="job-overrun" class="${job.overrun.warning ? "error" : ""}">${overrunText(job.overrun)}</dd>` : ""}
@@ -226,6 +227,7 @@ function editForm(job) {
       ${schedule}<label>Zone <input id="edit-zone" name="timezone" value="${esc(job.timezone)}"></label>
       <label>Name <input id="edit-name" name="name" value="${esc(job.name || "")}"></label>
       <label>Overlap <select id="edit-overlap" name="overlap">${overlap}</select></label>
+      <label>Priority <input id="edit-priority" name="priority" type="number" min="0" max="9" step="1" value="${esc(job.priority ?? 5)}"></label>
       <label>Max attempts <input id="edit-attempts" name="max_attempts" type="number" min="1" max="100" value="${esc(job.retry.max_attempts)}"></label>
       <label>Timeout (s) <input id="edit-timeout" name="timeout_s" type="number" step="any" value="${esc(job.timeout_s)}"></label>
       <label>Params (JSON) <textarea id="edit-params" name="params" rows="2">${esc(JSON.stringify(job.params))}</textarea></label>
@@ -242,6 +244,7 @@ function editChanges(form, job) {
   if (value("timezone") !== job.timezone) body.timezone = value("timezone");
   if (value("name") !== (job.name || "")) body.name = value("name") || null;
   if (value("overlap") !== job.overlap) body.overlap = value("overlap");
+  if (Number(value("priority")) !== (job.priority ?? 5)) body.priority = Number(value("priority"));
   if (Number(value("max_attempts")) !== job.retry.max_attempts) body.retry = { max_attempts: Number(value("max_attempts")) };
   if (Number(value("timeout_s")) !== job.timeout_s) body.timeout_s = Number(value("timeout_s"));
   const params = JSON.parse(value("params") || "{}"); // a SyntaxError is shown, naming params
@@ -298,7 +301,8 @@ async function executionView(id) {
     <dt>scheduled for</dt><dd>${when(e.scheduled_for, zone)}</dd><dt>first started</dt><dd>${when(e.first_started_at, zone)}</dd>
     <dt>start lag</dt><dd>${seconds(e.start_lag_s)}</dd><dt>finished</dt><dd>${when(e.finished_at, zone)}</dd>
     <dt>attempts</dt><dd>${esc(e.attempt)}</dd><dt>origin</dt><dd>${esc(e.origin)}</dd>
-    <dt>redrives</dt><dd>${esc(e.redrives)}</dd><dt>job version</dt><dd id="execution-job-version">${esc(e.job_version || 1)}</dd></dl>
+    <dt>redrives</dt><dd>${esc(e.redrives)}</dd><dt>job version</dt><dd id="execution-job-version">${esc(e.job_version || 1)}</dd>
+    <dt>priority</dt><dd id="execution-priority">${esc(e.priority ?? 5)}</dd></dl>
     ${e.status === "failed" ? `<p id="execution-actions" data-id="${esc(e.id)}"><button data-action="redrive">Redrive</button></p>` : ""}
     ${CANCELLABLE.includes(e.status) ? `<p id="execution-actions" data-id="${esc(e.id)}">${e.status === "running" && e.cancel_requested
       ? '<span id="cancel-requested" class="note">cancel requested: the handler stops at its next heartbeat</span>'

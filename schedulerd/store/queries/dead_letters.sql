@@ -36,12 +36,12 @@ WITH locked AS (  -- in id order, as every statement writing several executions
         finished_at = NULL, lease_until = NULL, cancel_requested_at = NULL, cancelled_by = NULL
     FROM target t
     WHERE e.id = t.id AND e.status = 'failed'
-    RETURNING e.id, e.fence, e.status, e.due_at, e.tenant, t.attempt AS attempts_before, t.last_error AS error_before
+    RETURNING e.id, e.fence, e.status, e.due_at, e.tenant, e.priority, t.attempt AS attempts_before, t.last_error AS error_before
 ), recorded AS (
     INSERT INTO redrives (execution_id, fence, redriven_by, attempts_before, error_before)
     SELECT id, fence, $5, attempts_before, error_before FROM redriven
 )
-SELECT id, status, due_at, tenant FROM redriven;
+SELECT id, status, due_at, tenant, priority FROM redriven;
 
 -- name: redrive_list
 -- Every redrive of one execution, oldest first.

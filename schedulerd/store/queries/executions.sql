@@ -7,12 +7,14 @@
 -- slots (job, instant, origin) are ignored, so materialising twice (or on two replicas) never
 -- makes a second execution of one occurrence, and a backfill never takes a scheduled run's slot.
 -- Each records its job's version as this transaction sees it (job_version), so every insert path
--- (materialise, trigger, backfill, edit, tz recompute) says which spec wrote the row.
-INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enqueued_at, origin, job_version)
+-- (materialise, trigger, backfill, edit, tz recompute) says which spec wrote the row, and carries
+-- its job's priority as that version has it.
+INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enqueued_at, origin, job_version, priority)
 SELECT o.id, o.job_id, o.tenant, o.scheduled_for, o.due_at,
        CASE WHEN o.due_at <= clock_timestamp() + make_interval(secs => $6) THEN 'queued' ELSE 'pending' END,
        CASE WHEN o.due_at <= clock_timestamp() + make_interval(secs => $6) THEN clock_timestamp() END, $7,
-       (SELECT j.version FROM jobs j WHERE j.id = o.job_id)
+       (SELECT j.version FROM jobs j WHERE j.id = o.job_id),
+       coalesce((SELECT j.priority FROM jobs j WHERE j.id = o.job_id), 5)
 FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[], $5::timestamptz[])
      AS o(id, job_id, tenant, scheduled_for, due_at)
 ON CONFLICT (job_id, scheduled_for, origin) DO NOTHING
@@ -57,7 +59,7 @@ ORDER BY f.scheduled_for;
 -- Apply an edit to occurrences execution_edit_lock locked in this transaction: (id $1,
 -- scheduled_for $2, action $3, due_at $4). cancel: an unstarted one the new spec does not produce
 -- (reason edited). keep: one it produces at the same instant keeps its row (id), takes its due
--- time ($4: the new smearing) and version $5. revive: a slot a pause or an earlier edit cancelled
+-- time ($4: the new smearing), version $5 and priority $7. revive: a slot a pause or an earlier edit cancelled
 -- that the new spec produces again, given back (pending, or queued inside the dispatch horizon
 -- $6 s). paused / edited: a cancelled slot re-labelled, so a resume revives exactly what the new
 -- spec produces. Rows in id order. Returns the rows kept or revived.
@@ -80,6 +82,7 @@ WITH locked AS (
                            WHEN l.action = 'revive' THEN NULL ELSE e.enqueued_at END,
         due_at = CASE WHEN l.action IN ('keep', 'revive') THEN l.due_at ELSE e.due_at END,
         job_version = CASE WHEN l.action IN ('keep', 'revive') THEN $5 ELSE e.job_version END,
+        priority = CASE WHEN l.action IN ('keep', 'revive') THEN $7::smallint ELSE e.priority END,
         reason = CASE l.action WHEN 'cancel' THEN 'edited' WHEN 'revive' THEN NULL WHEN 'keep' THEN e.reason ELSE l.action END,
         finished_at = CASE l.action WHEN 'cancel' THEN clock_timestamp() WHEN 'revive' THEN NULL ELSE e.finished_at END,
         late_reason = CASE WHEN l.action = 'revive' THEN NULL ELSE e.late_reason END
@@ -91,13 +94,15 @@ SELECT * FROM edited WHERE action IN ('keep', 'revive');
 
 -- name: execution_revive_for_job
 -- On resume, give back the future slots a pause cancelled (their unique slot would otherwise
--- block re-materialising): pending again, or queued when inside the dispatch horizon ($2 s).
+-- block re-materialising): pending again, or queued when inside the dispatch horizon ($2 s), at the
+-- job's priority now (an edit while paused only relabels the cancelled slots).
 WITH locked AS (
     SELECT id, scheduled_for FROM executions
     WHERE job_id = $1 AND status = 'cancelled' AND reason = 'paused' AND scheduled_for > clock_timestamp()
     ORDER BY id FOR NO KEY UPDATE
 )
 UPDATE executions e SET reason = NULL, finished_at = NULL, late_reason = NULL,
+       priority = (SELECT j.priority FROM jobs j WHERE j.id = $1),
        status = CASE WHEN e.due_at <= clock_timestamp() + make_interval(secs => $2) THEN 'queued' ELSE 'pending' END,
        enqueued_at = CASE WHEN e.due_at <= clock_timestamp() + make_interval(secs => $2) THEN clock_timestamp() END
 FROM locked l
@@ -125,13 +130,13 @@ FROM (SELECT id, scheduled_for FROM executions
       WHERE status = 'pending' AND due_at <= clock_timestamp() + make_interval(secs => $1)
       ORDER BY due_at LIMIT $2 FOR UPDATE SKIP LOCKED) d
 WHERE e.id = d.id AND e.scheduled_for = d.scheduled_for AND e.status = 'pending'
-RETURNING e.id, e.due_at, e.tenant;
+RETURNING e.id, e.due_at, e.tenant, e.priority;
 
 -- name: execution_queued_overdue
 -- Queued executions overdue by more than $1 seconds, in (due_at, id) order after the key
 -- ($3, $4), at most $2: candidates for a lost Redis entry (the sweeper checks which are missing
 -- from the delay queue), paged by keyset so a backlog larger than a page is walked past.
-SELECT id, due_at, tenant FROM executions
+SELECT id, due_at, tenant, priority FROM executions
 WHERE status = 'queued' AND due_at < clock_timestamp() - make_interval(secs => $1)
   AND due_at >= $3 AND (due_at, id) > ($3, $4)
 ORDER BY due_at, id LIMIT $2;
@@ -140,13 +145,13 @@ ORDER BY due_at, id LIMIT $2;
 -- Of popped ids the claim left, the queued ones not yet due at $4 (the pop's instant): their
 -- Redis entry was earlier than their due time (a stale score), so the worker gives each back at
 -- its due time rather than drop it. [$2, $3) bounds scheduled_for.
-SELECT id, due_at, tenant FROM executions
+SELECT id, due_at, tenant, priority FROM executions
 WHERE id = ANY($1::uuid[]) AND scheduled_for >= $2 AND scheduled_for < $3 AND status = 'queued' AND due_at > $4;
 
 -- name: execution_queued_page
 -- All queued executions in (due_at, id) order after the given key: a full reconcile after
 -- Redis lost its data pages through them.
-SELECT id, due_at, tenant FROM executions
+SELECT id, due_at, tenant, priority FROM executions
 WHERE status = 'queued' AND (due_at, id) > ($1, $2)
 ORDER BY due_at, id LIMIT $3;
 
@@ -186,5 +191,5 @@ SELECT e.id, e.job_id, e.due_at, e.status FROM executions e WHERE e.job_id = ANY
 -- name: execution_committed
 -- Which of these executions (ids, with their tenants) exist and still wait to start: after an
 -- application's transaction, the ones it committed (a rolled-back enqueue left none).
-SELECT e.id, e.due_at, e.tenant FROM executions e
+SELECT e.id, e.due_at, e.tenant, e.priority FROM executions e
 WHERE e.id = ANY($1::uuid[]) AND e.scheduled_for >= $2 AND e.scheduled_for < $3 AND e.status IN ('pending', 'queued');

@@ -28,14 +28,14 @@ SELECT * FROM jobs WHERE id = $1 FOR UPDATE;
 -- Write an edited definition ($2..$19, as jobs.validate returns them; params as JSON text), one
 -- version up, with its materialiser cursor $20. $21: the tz database the edit wrote occurrences
 -- with (NULL: none written); rows of another version make it 'mixed', as job_advance_cursor_many.
--- $22: the occurrences it wrote, counted in runs_written as the materialiser's are.
+-- $22: the occurrences it wrote, counted in runs_written as the materialiser's are. $23: priority.
 UPDATE jobs SET name = $2, params = $3::text::jsonb, schedule_kind = $4, run_at = $5, cron = $6, timezone = $7,
        misfire_policy = $8, catch_up_limit = $9, window_s = $10, max_attempts = $11, backoff_base_s = $12,
        backoff_factor = $13, backoff_max_s = $14, timeout_s = $15, dst_repeated = $16, dst_missing = $17,
        overlap = $18, labels = coalesce($19::text::jsonb, labels), materialised_to = $20,
        tzdata_version = CASE WHEN $21::text IS NULL OR tzdata_version IS NOT DISTINCT FROM $21 THEN coalesce(tzdata_version, $21)
                              ELSE 'mixed' END,
-       runs_written = runs_written + $22, version = version + 1, updated_at = clock_timestamp()
+       runs_written = runs_written + $22, priority = $23, version = version + 1, updated_at = clock_timestamp()
 WHERE id = $1 AND deleted_at IS NULL
 RETURNING *;
 
@@ -150,32 +150,33 @@ CROSS JOIN LATERAL (
 -- inside the dispatch horizon ($24 s) are queued for the caller's ZADD after its commit, unless
 -- $25 is false: inside an application's own transaction the commit is not ours to see, so they
 -- stay pending and the dispatcher enqueues them once they are visible. $26-$29: labels (JSON
--- text), start_at, end_at, max_runs. Returns only the ids
+-- text), start_at, end_at, max_runs, $30: priority (the one-off's execution carries it too). Returns only the ids
 -- written pending: usually none, and a row per execution cost the bulk create more than its
 -- insert did.
 WITH j AS (
     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[],
                          $8::text[], $9::text[], $10::text[], $11::int[], $12::float8[], $13::int[], $14::float8[],
                          $15::float8[], $16::float8[], $17::float8[], $18::text[], $19::text[], $20::text[], $21::text[],
-                         $26::text[], $27::timestamptz[], $28::timestamptz[], $29::int[], $23::uuid[])
+                         $26::text[], $27::timestamptz[], $28::timestamptz[], $29::int[], $30::smallint[], $23::uuid[])
         AS j(id, tenant, name, task, params, schedule_kind, run_at, cron, timezone, misfire_policy, catch_up_limit,
              window_s, max_attempts, backoff_base_s, backoff_factor, backoff_max_s, timeout_s, dst_repeated,
-             dst_missing, tzdata_version, overlap, labels, start_at, end_at, max_runs, execution_id)
+             dst_missing, tzdata_version, overlap, labels, start_at, end_at, max_runs, priority, execution_id)
 ), job AS (
     INSERT INTO jobs (id, tenant, name, task, params, schedule_kind, run_at, cron, timezone,
                       misfire_policy, catch_up_limit, window_s, max_attempts, backoff_base_s,
                       backoff_factor, backoff_max_s, timeout_s, dst_repeated, dst_missing, tzdata_version, overlap,
-                      labels, start_at, end_at, max_runs, created_at, updated_at)
+                      labels, start_at, end_at, max_runs, priority, created_at, updated_at)
     SELECT j.id, j.tenant, j.name, j.task, j.params::jsonb, j.schedule_kind, j.run_at, j.cron, j.timezone,
            j.misfire_policy, j.catch_up_limit, j.window_s, j.max_attempts, j.backoff_base_s,
            j.backoff_factor, j.backoff_max_s, j.timeout_s, j.dst_repeated, j.dst_missing, j.tzdata_version, j.overlap,
-           j.labels::jsonb, j.start_at, j.end_at, j.max_runs, $22, $22
+           j.labels::jsonb, j.start_at, j.end_at, j.max_runs, j.priority, $22, $22
     FROM j
 ), execution AS (
-    INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enqueued_at, job_version)
+    INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enqueued_at, job_version, priority)
     SELECT j.execution_id, j.id, j.tenant, j.run_at, j.run_at,
            CASE WHEN $25 AND j.run_at <= clock_timestamp() + make_interval(secs => $24) THEN 'queued' ELSE 'pending' END,
-           CASE WHEN $25 AND j.run_at <= clock_timestamp() + make_interval(secs => $24) THEN clock_timestamp() END, 1
+           CASE WHEN $25 AND j.run_at <= clock_timestamp() + make_interval(secs => $24) THEN clock_timestamp() END, 1,
+           j.priority
     FROM j WHERE j.execution_id IS NOT NULL
     RETURNING id, status
 )

@@ -45,7 +45,7 @@ UPDATE executions e SET status = 'queued', reason = 'late_replay', enqueued_at =
        due_at = clock_timestamp() + make_interval(secs => l.delay_s), late_reason = coalesce(e.late_reason, l.late_reason)
 FROM locked l
 WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
-RETURNING e.id, e.due_at, e.tenant, e.late_reason;
+RETURNING e.id, e.due_at, e.tenant, e.priority, e.late_reason;
 
 -- name: execution_late_page
 -- Occurrences that did not start within their grace ($1 s), newest scheduled first, scheduled in

@@ -66,12 +66,27 @@ SELECT * FROM claimed WHERE status = 'running';
 
 -- name: execution_lock_due
 -- The fallback while Redis is unreachable: lock up to $1 due executions straight from Postgres,
--- oldest first, for execution_claim_many in the same transaction (the ones it leaves belong to
--- guarded jobs). SKIP LOCKED lets every worker poll at once without waiting on each other (so it
--- can never be part of a deadlock).
-SELECT id FROM executions
-WHERE status IN ('pending', 'queued') AND due_at <= clock_timestamp()
-ORDER BY due_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED;
+-- by priority (highest first), then oldest first, for execution_claim_many in the same transaction
+-- (the ones it leaves belong to guarded jobs). SKIP LOCKED lets every worker poll at once without
+-- waiting on each other (so it can never be part of a deadlock). Three bands, each read by an
+-- index in its order: above 5 and below 5 by executions_unstarted_priority (empty while every job
+-- is at 5, so it costs one probe), 5 by the due indexes as before; a band only takes the room the
+-- ones before it left.
+WITH high AS (
+    SELECT id, due_at FROM executions
+    WHERE status IN ('pending', 'queued') AND due_at <= clock_timestamp() AND priority <> 5 AND priority > 5
+    ORDER BY priority DESC, due_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED
+), normal AS (
+    SELECT id, due_at FROM executions
+    WHERE status IN ('pending', 'queued') AND due_at <= clock_timestamp() AND priority = 5
+    ORDER BY due_at LIMIT greatest($1 - (SELECT count(*) FROM high), 0) FOR NO KEY UPDATE SKIP LOCKED
+), low AS (
+    SELECT id, due_at FROM executions
+    WHERE status IN ('pending', 'queued') AND due_at <= clock_timestamp() AND priority <> 5 AND priority < 5
+    ORDER BY priority DESC, due_at
+    LIMIT greatest($1 - (SELECT count(*) FROM high) - (SELECT count(*) FROM normal), 0) FOR NO KEY UPDATE SKIP LOCKED
+)
+SELECT id FROM high UNION ALL SELECT id FROM normal UNION ALL SELECT id FROM low;
 
 -- name: execution_heartbeat_many
 -- Extend the leases of running executions still held at the given fences; ids not returned
@@ -136,14 +151,14 @@ WITH input AS (
         detail = CASE WHEN l.outcome = 'succeeded' THEN l.detail END
     FROM locked l
     WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
-    RETURNING e.id, e.fence, e.attempt, e.worker, e.started_at, e.status, e.due_at, e.tenant, e.scheduled_for,
-              l.outcome, l.error, l.detail
+    RETURNING e.id, e.fence, e.attempt, e.worker, e.started_at, e.status, e.due_at, e.tenant, e.priority,
+              e.scheduled_for, l.outcome, l.error, l.detail
 ), recorded AS (
     INSERT INTO attempts (execution_id, attempt, fence, worker, started_at, finished_at, outcome, error, detail, scheduled_for)
     SELECT id, attempt, fence, worker, started_at, clock_timestamp(), outcome, error, detail, scheduled_for FROM finished
     WHERE outcome <> 'succeeded'
 )
-SELECT id, status, due_at, tenant FROM finished;
+SELECT id, status, due_at, tenant, priority FROM finished;
 
 -- name: execution_hand_back_many
 -- A worker shutting down gives back executions it holds (fences in $2) that did not finish in
@@ -167,15 +182,15 @@ WITH locked AS (
            finished_at = CASE WHEN l.steered IS NOT NULL THEN clock_timestamp() END, lease_until = NULL
     FROM locked l
     WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
-    RETURNING e.id, e.attempt + 1 AS attempt, e.fence, e.worker, e.started_at, e.due_at, e.tenant, e.scheduled_for,
-              e.status
+    RETURNING e.id, e.attempt + 1 AS attempt, e.fence, e.worker, e.started_at, e.due_at, e.tenant, e.priority,
+              e.scheduled_for, e.status
 ), recorded AS (
     INSERT INTO attempts (execution_id, attempt, fence, worker, started_at, finished_at, outcome, error, scheduled_for)
     SELECT id, attempt, fence, worker, started_at, clock_timestamp(), 'handed_back',
            'worker ' || coalesce(worker, '?') || ' shut down; handed back without using up an attempt', scheduled_for
     FROM back
 )
-SELECT id, due_at, tenant FROM back WHERE status = 'queued';
+SELECT id, due_at, tenant, priority FROM back WHERE status = 'queued';
 
 -- name: execution_reclaim_expired
 -- Hand back executions whose lease expired (their worker died or froze): queued again after the
@@ -220,13 +235,13 @@ WITH expired AS (
     WHERE e.id = x.id AND e.scheduled_for = x.scheduled_for AND e.fence = x.fence AND e.status = 'running'
       AND e.lease_until < clock_timestamp()
     RETURNING e.id, e.job_id, e.tenant, e.attempt, e.fence, e.worker, e.started_at, e.status, e.due_at, e.last_error,
-              e.scheduled_for
+              e.scheduled_for, e.priority
 ), recorded AS (
     INSERT INTO attempts (execution_id, attempt, fence, worker, started_at, finished_at, outcome, error, scheduled_for)
     SELECT id, attempt, fence, worker, started_at, clock_timestamp(), 'lease_expired', last_error, scheduled_for
     FROM reclaimed
 )
-SELECT id, job_id, tenant, attempt, fence, worker, status, due_at FROM reclaimed;
+SELECT id, job_id, tenant, attempt, fence, worker, status, due_at, priority FROM reclaimed;
 
 -- name: execution_park_many
 -- Hand back claimed executions (fences in $2) without running them: a task over its concurrency
@@ -265,6 +280,6 @@ WITH locked AS (
                               WHEN l.steered = 'paused' THEN coalesce(e.late_reason, 'paused') ELSE e.late_reason END
     FROM locked l
     WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
-    RETURNING e.id, e.due_at, e.tenant, e.status, l.newly_late
+    RETURNING e.id, e.due_at, e.tenant, e.priority, e.status, l.newly_late
 )
-SELECT id, due_at, tenant, newly_late FROM parked WHERE status = 'queued';
+SELECT id, due_at, tenant, priority, newly_late FROM parked WHERE status = 'queued';

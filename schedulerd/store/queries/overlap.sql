@@ -108,7 +108,7 @@ WITH free AS (
 UPDATE executions e SET status = 'queued', due_at = clock_timestamp(), enqueued_at = clock_timestamp()
 FROM locked l
 WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
-RETURNING e.id, e.due_at, e.tenant, l.overlap;
+RETURNING e.id, e.due_at, e.tenant, e.priority, l.overlap;
 
 -- name: job_overlap_stalled
 -- The sweeper's safety net: jobs with a waiting occurrence whose last started execution no longer
