@@ -135,21 +135,6 @@ async def test_a_slot_migrated_during_a_run_is_followed(cluster: RedisClusterSer
         await _all_succeeded(store, 250)
 
 
-async def test_killing_a_master_loses_no_execution(cluster: RedisClusterServers, cluster_queue, store: Store, config: Config) -> None:
-    queue = cluster_queue(4)
-    slot = cluster.keyslot(f"{queue.shards[0].tag}:tenants")
-    async with _fleet(store, queue, config):
-        await _create(Jobs(store, queue, config), 300, spread_s=4.0)
-        await asyncio.sleep(1.0)
-        victim = cluster.slot_owner(slot)
-        with victim.client() as client:  # entries due over the next seconds wait on the master we kill
-            assert client.zcard(queue.shards[0].tenants_key) > 0
-        cluster.kill(victim)
-        promoted = await asyncio.to_thread(cluster.wait_failed_over, slot, victim)
-        assert promoted is not victim
-        await _all_succeeded(store, 300, timeout_s=60)
-
-
 async def test_priority_bands_pop_on_the_cluster(cluster_queue) -> None:
     """A band's key carries its shard's hash tag: the pop reads a tenant's bands in one slot
     (no CROSSSLOT), and each shard gives its 9s before its 5s."""
@@ -174,3 +159,18 @@ async def test_priority_bands_pop_on_the_cluster(cluster_queue) -> None:
     for shard in range(3):
         order = [p for i, p in popped if shard_of(i, 3) == shard]
         assert order == sorted(order, reverse=True), (shard, order)
+
+
+async def test_killing_a_master_loses_no_execution(cluster: RedisClusterServers, cluster_queue, store: Store, config: Config) -> None:
+    queue = cluster_queue(4)
+    slot = cluster.keyslot(f"{queue.shards[0].tag}:tenants")
+    async with _fleet(store, queue, config):
+        await _create(Jobs(store, queue, config), 300, spread_s=4.0)
+        await asyncio.sleep(1.0)
+        victim = cluster.slot_owner(slot)
+        with victim.client() as client:  # entries due over the next seconds wait on the master we kill
+            assert client.zcard(queue.shards[0].tenants_key) > 0
+        cluster.kill(victim)
+        promoted = await asyncio.to_thread(cluster.wait_failed_over, slot, victim)
+        assert promoted is not victim
+        await _all_succeeded(store, 300, timeout_s=60)
