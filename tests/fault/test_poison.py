@@ -30,4 +30,6 @@ async def test_poison_task_fails_after_its_attempts_and_the_rest_runs(store, wit
     assert len(pids) == 3 and deaths == 3  # three processes died, one per attempt
     assert counts == {"succeeded": 600}
     assert figures.lost == 0 and figures.succeeded_twice == 0 and figures.overlaps == 0, figures
-    assert figures.max_starts <= 2, figures  # only what was in flight beside the poison ran again
+    # Only what was in flight beside the poison ran again: once per death it was there for (one that
+    # was reclaimed onto the replica the poison killed next ran a third time).
+    assert figures.max_starts <= 1 + deaths, figures
