@@ -141,24 +141,12 @@ async def test_priority_bands_pop_on_the_cluster(cluster_queue) -> None:
     import uuid
 
     from schedulerd.models import Enqueue
+    from tests.integration.test_queue_priority import check_each_shard_pops_its_9s_first
 
-    queue = cluster_queue(3)
     due_at = datetime.now(UTC) - timedelta(seconds=2)
     fives = [Enqueue(uuid.uuid4(), due_at, "t0") for _ in range(90)]
     nines = [Enqueue(uuid.uuid4(), due_at + timedelta(seconds=1), "t0", 9) for _ in range(6)]
-    await queue.add(fives, only_new=True)
-    await queue.pop_due(3)
-    await queue.add(nines, only_new=True)
-    from schedulerd.queue.delay_queue import shard_of
-
-    popped: list[tuple[str, int]] = []
-    while len(popped) < 40:
-        pop = await queue.pop_due(20)
-        popped += list(zip(pop.execution_ids, pop.priorities))
-    assert {str(e.execution_id) for e in nines} <= {i for i, _ in popped}
-    for shard in range(3):
-        order = [p for i, p in popped if shard_of(i, 3) == shard]
-        assert order == sorted(order, reverse=True), (shard, order)
+    await check_each_shard_pops_its_9s_first(cluster_queue(3), fives, nines, 40)
 
 
 async def test_killing_a_master_loses_no_execution(cluster: RedisClusterServers, cluster_queue, store: Store, config: Config) -> None:
