@@ -275,7 +275,6 @@ async def test_primary_keeper_and_postmaster_killed_under_load(paf, fleet, redis
     await _under_load(paf, fleet, redis_url, redis_prefix, "kill_keeper_and_postmaster")
 
 
-@pytest.mark.slow  # a minute each (a formation, a cron minute inside the fault): -m slow, as the other long variants
 @pytest.mark.timeout(240)
 async def test_primary_host_killed_and_its_data_removed(paf, fleet, redis_url, redis_prefix) -> None:
     """Every process of the node SIGKILLed at once (the host is gone), and its data directory
@@ -283,7 +282,6 @@ async def test_primary_host_killed_and_its_data_removed(paf, fleet, redis_url, r
     await _under_load(paf, fleet, redis_url, redis_prefix, "kill_and_remove_data")
 
 
-@pytest.mark.slow  # a minute each (a formation, a cron minute inside the fault): -m slow, as the other long variants
 @pytest.mark.timeout(240)
 async def test_planned_switchover_surfaces_no_error_to_producers(paf, fleet, redis_url, redis_prefix) -> None:
     result = await _under_load(paf, fleet, redis_url, redis_prefix, "switchover")
