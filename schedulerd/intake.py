@@ -35,7 +35,7 @@ from schedulerd.jobs import Edit, JobSpec, validate
 from schedulerd.materialising import materialise_jobs
 from schedulerd.models import Enqueue, ExecutionStatus, IdempotencyRecord, Job
 from schedulerd.queue import DelayQueue
-from schedulerd.store import RETRYABLE_ERRORS, STANDBY_ERRORS, Connection, Store
+from schedulerd.store import RETRYABLE_ERRORS, Connection, Store
 from schedulerd.task_types import TaskTypes
 from schedulerd.transient import enqueue_committed
 
@@ -388,8 +388,6 @@ class Intake:
             except RETRYABLE_ERRORS as exc:
                 error: BaseException = exc
             while True:  # until Postgres says whether that write committed
-                if isinstance(error, STANDBY_ERRORS):
-                    await self.store.reconnect()
                 delay_s = min(COMMIT_RETRY_MAX_DELAY_S, COMMIT_RETRY_BASE_DELAY_S * 2**failures)
                 if time.monotonic() + delay_s > deadline:
                     raise error

@@ -25,7 +25,7 @@ from schedulerd.models import (
 from schedulerd.store.sql import QUERIES
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
-# A server that became a standby (a failover demoted it) refuses writes with this: Store.reconnect.
+# A server that became a standby (a failover demoted it) refuses writes with this.
 STANDBY_ERRORS: tuple[type[BaseException], ...] = (asyncpg.ReadOnlySQLTransactionError,)
 # The connection broke or hung: it is closed rather than used again. After a failover also: no
 # host of a multi-host URL is writable yet (TargetServerAttributeNotMatched, an
@@ -210,13 +210,6 @@ class Store:
         if self.reads is not self:
             await self.reads.close()
         await self.db.close()
-
-    async def reconnect(self) -> None:
-        """Replace the pool's connections as they are next acquired: one of them reached a server
-        that refused a write as a standby (a demoted primary), and a new connection finds the
-        primary again (target_session_attrs=read-write in a multi-host URL)."""
-        if isinstance(self.db, asyncpg.Pool):
-            await self.db.expire_connections()
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Store]:
