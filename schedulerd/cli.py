@@ -144,6 +144,11 @@ _CREATE_FLAG_OPTIONS: dict[str, dict[str, Any]] = {
     "--debounce-key": {"metavar": "KEY"},
     "--debounce-window": {"metavar": "DURATION"},
     "--priority": {"metavar": "0-9"},
+    "--concurrency-key": {"metavar": "KEY"},
+    "--concurrency-limit": {"metavar": "N"},
+    "--rate-key": {"metavar": "KEY"},
+    "--rate-limit": {"metavar": "N"},
+    "--rate-window": {"metavar": "DURATION"},
 }  # fmt: skip
 _WHEN_FLAGS = frozenset({"--at", "--in", "--cron"})  # when the job runs: one of them at most
 # A refusal names a field (job_fields: JobSpec's name); the user of `job create` typed flags.
@@ -320,6 +325,13 @@ def _priority_flag(text: str) -> int:
     return int(text)
 
 
+def _count_flag(text: str) -> int:
+    """--concurrency-limit's and --rate-limit's text: digits only (jobs.validate judges the range)."""
+    if not text.strip().isdigit():
+        raise ValueError(f"must be a whole number, got {text!r}")
+    return int(text)
+
+
 def _job_spec(args: argparse.Namespace) -> Any:
     from schedulerd.core.labels import parse_selector
     from schedulerd.jobs import JobSpec
@@ -341,6 +353,11 @@ def _job_spec(args: argparse.Namespace) -> Any:
         start_at=_parse("--start-at", parse_instant, args.start_at) if args.start_at else None,
         end_at=_parse("--end-at", parse_instant, args.end_at) if args.end_at else None, max_runs=args.max_runs,
         priority=_parse("--priority", _priority_flag, args.priority) if args.priority is not None else 5,
+        concurrency_key=args.concurrency_key or None,
+        concurrency_limit=_parse("--concurrency-limit", _count_flag, args.concurrency_limit) if args.concurrency_limit else None,
+        rate_key=args.rate_key or None,
+        rate_limit=_parse("--rate-limit", _count_flag, args.rate_limit) if args.rate_limit else None,
+        rate_window_s=_parse("--rate-window", parse_duration_s, args.rate_window) if args.rate_window else None,
     )  # fmt: skip
 
 
@@ -607,7 +624,8 @@ async def _job_action(args: argparse.Namespace, config: Config) -> None:
 # How `job update` reads a flag's text into the field's value (the others are taken as typed).
 _UPDATE_READERS: dict[str, Callable[[str], Any]] = {
     "--params": json.loads, "--at": parse_instant, "--window": parse_duration_s, "--timeout": parse_duration_s,
-    "--priority": _priority_flag,
+    "--priority": _priority_flag, "--concurrency-limit": _count_flag, "--rate-limit": _count_flag,
+    "--rate-window": parse_duration_s, "--concurrency-key": lambda text: text or None, "--rate-key": lambda text: text or None,
 }
 
 

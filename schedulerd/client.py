@@ -125,6 +125,11 @@ class JobRequest:
     debounce_key: str | None = None  # one-off: creates with this key share one execution (docs/enqueue.md "Debounce")
     debounce_window: Duration | None = None
     priority: int = 5  # 0-9, higher starts first among the tenant's due executions
+    concurrency_key: str | None = None  # at most concurrency_limit of the tenant's jobs with this key run at once (docs/tasks.md)
+    concurrency_limit: int | None = None
+    rate_key: str | None = None  # at most rate_limit starts per rate_window of the tenant's jobs with this key
+    rate_limit: int | None = None
+    rate_window: Duration | None = None
 
     def item(self) -> Item:
         """As the intake takes it; raises ValidationError naming the argument."""
@@ -159,7 +164,8 @@ def _item(options: Mapping[str, Any]) -> Item:
         dst_repeated=get("dst_repeated"), dst_missing=get("dst_missing"), overlap=get("overlap", "allow"),
         delay_s=_seconds(get("in_"), "in_"), labels=_labels(get("labels")),
         start_at=_instant(get("start_at"), "start_at"), end_at=_instant(get("end_at"), "end_at"), max_runs=get("max_runs"),
-        priority=get("priority", 5),
+        priority=get("priority", 5), concurrency_key=get("concurrency_key"), concurrency_limit=get("concurrency_limit"),
+        rate_key=get("rate_key"), rate_limit=get("rate_limit"), rate_window_s=_seconds(get("rate_window"), "rate_window"),
     )  # fmt: skip
     debounce = Debounce.given(get("debounce_key"), _seconds(get("debounce_window"), "debounce_window"))
     return Item(spec, get("idempotency_key"), debounce=debounce)
@@ -169,7 +175,7 @@ def _item(options: Mapping[str, Any]) -> Item:
 _EDITABLE_ARGUMENTS = {f.argument: f.spec for f in EDITABLE if f.argument is not None} | {"labels": "labels", "task": "task"}
 _READ_ARGUMENT: dict[str, Callable[[Any], Any]] = {
     "at": _instant, "window": lambda v: _seconds(v, "window") or 0.0, "timeout": lambda v: _seconds(v, "timeout"),
-    "params": lambda v: dict(v) if isinstance(v, Mapping) else v,
+    "params": lambda v: dict(v) if isinstance(v, Mapping) else v, "rate_window": lambda v: _seconds(v, "rate_window"),
 }
 
 

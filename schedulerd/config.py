@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
 
+from schedulerd.core.flow import MAX_LIMIT as MAX_CONCURRENCY_LIMIT
+from schedulerd.core.flow import Caps
 from schedulerd.errors import ConfigError
 
 MAX_CATCH_UP_LIMIT = 1000  # the largest catch_up_limit a job may have (schedulerd/jobs.py validates it)
@@ -71,6 +73,21 @@ class WorkerConfig:
     slow_tasks: tuple[str, ...] = ()  # task types run in the slow pool, never in the main pool's slots
     slow_concurrency: int = 16  # executions of slow tasks run at once per process
     defer_s: float = 1.0  # an execution over its task's limit is handed back for about this long (jittered 50-100 %)
+
+
+@dataclass(frozen=True)
+class ConcurrencyConfig:
+    """Fleet-wide caps, counted across every replica (docs/tasks.md "Concurrency limits"); a job's
+    own concurrency key is set on the job."""
+
+    tasks: dict[str, int] = field(default_factory=dict)  # most executions of a task type running at once, fleet-wide
+    tenants: dict[str, int] = field(default_factory=dict)  # most executions of a tenant running at once (its in-flight quota)
+    tenant_default: int = 0  # the quota of every tenant not in `tenants`; 0: none
+    watch: tuple[str, ...] = ()  # limits whose in-flight count is a gauge: "task:send", "tenant:acme", "key:acme/customer:42"
+
+    @property
+    def caps(self) -> Caps:
+        return Caps(tasks=self.tasks, tenants=self.tenants, tenant_default=self.tenant_default)
 
 
 @dataclass(frozen=True)
@@ -205,6 +222,7 @@ class Config:
     daemon: DaemonConfig = field(default_factory=DaemonConfig)
     materialiser: MaterialiserConfig = field(default_factory=MaterialiserConfig)
     worker: WorkerConfig = field(default_factory=WorkerConfig)
+    concurrency: ConcurrencyConfig = field(default_factory=ConcurrencyConfig)
     dispatcher: DispatcherConfig = field(default_factory=DispatcherConfig)
     sweeper: SweeperConfig = field(default_factory=SweeperConfig)
     retention: RetentionConfig = field(default_factory=RetentionConfig)
@@ -231,6 +249,17 @@ class Config:
         for task, limit in self.worker.task_concurrency.items():
             if limit < 1:
                 raise ConfigError(f"worker.task_concurrency[{task!r}] must be at least 1, got {limit}")
+        for section, caps in (("tasks", self.concurrency.tasks), ("tenants", self.concurrency.tenants)):
+            for name, limit in caps.items():
+                if not 1 <= limit <= MAX_CONCURRENCY_LIMIT:
+                    raise ConfigError(f"concurrency.{section}[{name!r}] must be between 1 and {MAX_CONCURRENCY_LIMIT}, got {limit}")
+        if not 0 <= self.concurrency.tenant_default <= MAX_CONCURRENCY_LIMIT:
+            raise ConfigError(f"concurrency.tenant_default must be between 0 (no quota) and {MAX_CONCURRENCY_LIMIT}, "
+                              f"got {self.concurrency.tenant_default}")
+        for watched in self.concurrency.watch:
+            kind, _, name = watched.partition(":")
+            if kind not in ("task", "tenant", "key") or not name or (kind == "key" and "/" not in name):
+                raise ConfigError(f"concurrency.watch: {watched!r} is not task:<type>, tenant:<tenant> or key:<tenant>/<key>")
         if self.worker.slow_concurrency < 1 or not self.worker.defer_s > 0:
             raise ConfigError(f"worker.slow_concurrency must be at least 1 and worker.defer_s above 0, got "
                               f"{self.worker.slow_concurrency} and {self.worker.defer_s}")

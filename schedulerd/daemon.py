@@ -79,7 +79,10 @@ def build_loops(config: Config, store: Store, queue: DelayQueue, worker_id: str)
             store, queue, config.materialiser, dispatch_horizon_s=config.dispatcher.horizon_s, late_config=config.late
         )
     # Built whatever the roles: the worker asks it to reconcile when it loses its epoch.
-    sweeper = Sweeper(store, queue, config.sweeper, down_after_s=config.late.down_after_s)
+    sweeper = Sweeper(
+        store, queue, config.sweeper, down_after_s=config.late.down_after_s, concurrency=config.concurrency,
+        late_grace_s=config.materialiser.misfire_grace_s,
+    )  # fmt: skip
     if "sweeper" in config.daemon.roles:
         services["sweeper"] = sweeper
     if "retention" in config.daemon.roles:
@@ -91,7 +94,7 @@ def build_loops(config: Config, store: Store, queue: DelayQueue, worker_id: str)
             store, queue, config.worker, worker_id,
             horizon_s=config.dispatcher.horizon_s, on_epoch_lost=sweeper.request_reconcile,
             breaker_config=config.breaker, late_grace_s=config.materialiser.misfire_grace_s, late_config=config.late,
-            jobs_config=config.jobs,
+            jobs_config=config.jobs, caps=config.concurrency.caps,
         )  # fmt: skip
     return services
 

@@ -53,6 +53,18 @@ FIELDS: tuple[JobField, ...] = (
              "start (cancel_other)", choices=("allow", "skip", "buffer_one", "cancel_other"), editable=True),
     JobField("priority", "priority", "priority", "--priority",
              "0-9, higher starts first among the tenant's due executions (default 5)", editable=True),
+    JobField("concurrency_key", "concurrency_key", "concurrency.key", "--concurrency-key",
+             "at most concurrency_limit executions of the tenant's jobs with this key run at once, across every replica "
+             "(others wait, no attempt used; an edit to null or '' removes it)", editable=True),
+    JobField("concurrency_limit", "concurrency_limit", "concurrency.limit", "--concurrency-limit",
+             "with concurrency_key: how many run at once (1-100000)", editable=True),
+    JobField("rate_key", "rate_key", "rate_limit.key", "--rate-key",
+             "at most rate_limit starts per rate_window of the tenant's jobs with this key, across every replica "
+             "(others wait for their turn, no attempt used; an edit to null or '' removes it)", editable=True),
+    JobField("rate_limit", "rate_limit", "rate_limit.limit", "--rate-limit", "with rate_key: starts allowed per window",
+             editable=True),
+    JobField("rate_window_s", "rate_window", "rate_limit.window_s", "--rate-window", "with rate_key: the window",
+             flag_note=", e.g. 1s, 1m", editable=True),
     JobField("tenant", "tenant", None, "--tenant", "the tenant the job belongs to (the API takes the token's)"),
     JobField("name", "name", "name", "--name", "a name for people, shown with the job", editable=True),
     JobField("max_attempts", "max_attempts", "retry.max_attempts", "--max-attempts",

@@ -26,6 +26,7 @@ from schedulerd import metrics, tzdb
 from schedulerd.clock import Clock, system
 from schedulerd.config import MAX_CATCH_UP_LIMIT, Config
 from schedulerd.core.backfill import check_range, plan_backfill
+from schedulerd.core import flow
 from schedulerd.core.durations import shifted, text_problem
 from schedulerd.core.priority import DEFAULT as DEFAULT_PRIORITY
 from schedulerd.core.priority import check_priority
@@ -48,6 +49,8 @@ from schedulerd.tasks import registry
 from schedulerd.transient import enqueue_committed
 
 log = structlog.get_logger("schedulerd.jobs")
+# A job's flow-control columns (core/flow.py), as validate returns them.
+FLOW_COLUMNS = ("concurrency_key", "concurrency_limit", "rate_key", "rate_limit", "rate_window_s")
 
 TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 LATEST_RUN_AT = timedelta(days=3660)  # "at" more than ~10 years ahead is a typo, not a plan
@@ -94,6 +97,11 @@ class JobSpec:
     end_at: datetime | None = None  # recurring jobs: none at or after this instant
     max_runs: int | None = None  # recurring jobs: at most this many occurrences in all
     priority: int = DEFAULT_PRIORITY  # 0-9, higher pops first within the tenant's share (core/priority.py)
+    concurrency_key: str | None = None  # at most concurrency_limit of the tenant's executions with this key run at once
+    concurrency_limit: int | None = None
+    rate_key: str | None = None  # at most rate_limit starts per rate_window_s of the tenant's jobs with this key
+    rate_limit: int | None = None
+    rate_window_s: float | None = None
 
 
 def _check_text(text: str, field: str) -> None:
@@ -166,6 +174,8 @@ def validate(spec: JobSpec, config: Config, now: datetime, known_tasks: Collecti
     backoff_base_s, backoff_factor, backoff_max_s = _backoff(spec, config)
     labels = check_labels(spec.labels) if spec.labels else {}
     job_priority = check_priority(spec.priority)
+    concurrency = _checked(flow.check_key, spec.concurrency_key, spec.concurrency_limit)
+    rate = _checked(flow.check_rate, spec.rate_key, spec.rate_limit, spec.rate_window_s)
     bounds.check_bounds(spec.start_at, spec.end_at, spec.max_runs, recurring=cron is not None)
     return {
         "id": uuid.uuid4(), "tenant": spec.tenant, "name": spec.name, "task": spec.task,
@@ -181,7 +191,18 @@ def validate(spec: JobSpec, config: Config, now: datetime, known_tasks: Collecti
         "start_at": spec.start_at.astimezone(UTC) if spec.start_at else None,
         "end_at": spec.end_at.astimezone(UTC) if spec.end_at else None, "max_runs": spec.max_runs,
         "priority": job_priority,
+        "concurrency_key": concurrency[0] if concurrency else None, "concurrency_limit": concurrency[1] if concurrency else None,
+        "rate_key": rate[0] if rate else None, "rate_limit": rate[1] if rate else None,
+        "rate_window_s": rate[2] if rate else None,
     }  # fmt: skip
+
+
+def _checked(check: Any, *values: Any) -> Any:
+    """A core/flow.py check, its ValueError(field, message) as the ValidationError naming the field."""
+    try:
+        return check(*values)
+    except ValueError as exc:
+        raise ValidationError(*exc.args) from None
 
 
 def _encoded_params(params: Any, max_bytes: int) -> str:
@@ -375,6 +396,8 @@ def spec_of(job: Job) -> JobSpec:
         timeout_s=job.timeout_s, backoff_base_s=job.backoff_base_s, backoff_factor=job.backoff_factor,
         backoff_max_s=job.backoff_max_s, dst_repeated=job.dst_repeated, dst_missing=job.dst_missing, overlap=job.overlap,
         labels=job.labels, start_at=job.start_at, end_at=job.end_at, max_runs=job.max_runs, priority=job.priority,
+        concurrency_key=job.concurrency_key, concurrency_limit=job.concurrency_limit, rate_key=job.rate_key,
+        rate_limit=job.rate_limit, rate_window_s=job.rate_window_s,
     )  # fmt: skip
 
 
@@ -610,6 +633,9 @@ class Jobs:
                                         "it was edited meanwhile; read it again")  # fmt: skip
             _check_changes(job, changes)
             now = await tx.clock_now()
+            for key, partners in (("concurrency_key", ("concurrency_limit",)), ("rate_key", ("rate_limit", "rate_window_s"))):
+                if key in changes and changes[key] is None:  # removing a key removes its limit
+                    changes = {**dict.fromkeys(partners), **changes}
             spec = replace(spec_of(job), **changes)
             values = validate(spec, self.config, now, known_tasks={job.task})
             labels = values["labels"]
@@ -621,6 +647,7 @@ class Jobs:
                 backoff_factor=values["backoff_factor"], backoff_max_s=values["backoff_max_s"],
                 timeout_s=values["timeout_s"], dst_repeated=values["dst_repeated"], dst_missing=values["dst_missing"],
                 overlap=values["overlap"], labels=labels, version=job.version + 1, priority=values["priority"],
+                **{name: values[name] for name in FLOW_COLUMNS},
             )  # fmt: skip
             removed, kept, added = _diff(_runs(job, now), _runs(after, now))
             edits, inserts, cursor = await self._occurrences(tx, job, after, now)

@@ -62,8 +62,20 @@ def finished(task: str, outcome: str) -> Counter:
 # Protection under load (per-task limits, circuit breakers).
 PARKED = Counter(
     "schedulerd_executions_parked_total",
-    "Claimed executions handed back unrun, attempt not used (task_limit, breaker_open, admit_error), by task and reason",
+    "Executions held back unrun, attempt not used (task_limit, breaker_open, admit_error, rate_limited, "
+    "concurrency_limit: waiting for a slot), by task and reason",
     ["task", "reason"],
+)
+FLOW_RELEASED = Counter(
+    "schedulerd_concurrency_released_total", "Executions that waited for a concurrency slot and were let start (docs/tasks.md)"
+)
+FLOW_WAITING = Gauge(
+    "schedulerd_parked_by_reason", "Executions held back unrun now, by reason (concurrency_limit waits; parks due again soon)",
+    ["reason"],
+)
+FLOW_IN_FLIGHT = Gauge(
+    "schedulerd_concurrency_in_flight",
+    "Executions running now in a limit an operator named ([concurrency].watch), with the limit", ["scope", "limit"],
 )
 BREAKER_OPEN = Gauge(
     "schedulerd_breaker_open", "1 while a circuit breaker is open or half open (as this replica last saw it)", ["task", "host"]

@@ -12,6 +12,8 @@ from datetime import datetime
 from typing import Any, Self
 from uuid import UUID
 
+from schedulerd.core.flow import Scope
+
 
 class ExecutionStatus(enum.StrEnum):
     PENDING = "pending"  # waiting for its due time to enter the dispatch horizon
@@ -83,6 +85,11 @@ class Job(_Row):
     done_at: datetime | None  # when the schedule was found to have nothing left to write
     version: int = 1  # rises by one at every edit (Jobs.update)
     priority: int = 5  # 0-9, higher pops first within its tenant's share (core/priority.py)
+    concurrency_key: str | None = None  # at most concurrency_limit of the tenant's executions with this key run at once
+    concurrency_limit: int | None = None
+    rate_key: str | None = None  # at most rate_limit starts per rate_window_s of the tenant's jobs with this key
+    rate_limit: int | None = None
+    rate_window_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +212,11 @@ class Claim(_Row):
     backoff_max_s: float
     overlap: str  # the job's overlap policy: anything but allow releases a waiting occurrence at finish
     marked_late: str | None  # the late reason this claim recorded (a first attempt past its grace), for the metric
+    concurrency_key: str | None = None  # its job's (core/flow.py): the slot it holds is freed when it stops
+    concurrency_limit: int | None = None
+    rate_key: str | None = None  # its job's rate limit: rate_limit starts per rate_window_s (core/rate.py)
+    rate_limit: int | None = None
+    rate_window_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -223,6 +235,7 @@ class Outcome:
     breaker_counts: bool = False  # counts toward its circuit breaker (permanent errors do not)
     job_id: UUID | None = None
     guarded: bool = False  # its job has an overlap policy: finishing may release a waiting occurrence
+    slots: tuple[Scope, ...] = ()  # the concurrency limits it held a slot of (core/flow.py): finishing frees them
 
 
 @dataclass(frozen=True)

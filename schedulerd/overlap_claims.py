@@ -15,7 +15,8 @@ from uuid import UUID
 
 import structlog
 
-from schedulerd import metrics
+from schedulerd import flow_claims, metrics
+from schedulerd.core.flow import NO_CAPS, Caps
 from schedulerd.core.overlap import Verdict, decide, superseded
 from schedulerd.models import Claim, Enqueue
 from schedulerd.store import Store
@@ -30,12 +31,13 @@ class Judged:
 
 
 async def claim_guarded(
-    store: Store, execution_ids: Sequence[str | UUID], lease_s: float, worker: str, *, late_after_s: float = 60.0,
-    down_after_s: float = 15.0, due_by: datetime | None = None,
+    store: Store, execution_ids: Sequence[str | UUID], lease_s: float, worker: str, caps: Caps = NO_CAPS, *,
+    late_after_s: float = 60.0, down_after_s: float = 15.0, due_by: datetime | None = None,
 ) -> Judged:  # fmt: skip
     """Judge the due executions of guarded jobs among `execution_ids` and claim those that start.
     Ids of allow jobs, or not due, or no longer unstarted, are left alone. due_by: the instant
-    due-ness is judged at (the pop's, for popped ids); None: Postgres's clock."""
+    due-ness is judged at (the pop's, for popped ids); None: Postgres's clock. One a verdict
+    starts but a concurrency limit (its key, or `caps`) has no room for waits for a slot instead."""
     if not execution_ids or not await store.job_guarded_of(execution_ids):
         return Judged()
     async with store.transaction() as tx:
@@ -75,6 +77,10 @@ async def claim_guarded(
         settled = skipped | (await tx.execution_wait_overlap(wait) if wait else set())
         if cancel:
             await tx.execution_request_cancel(cancel)
+        if start and not steered.issuperset(start):
+            limited = await flow_claims.hold_back(tx, [i for i in start if i not in steered], caps, due_by)
+            settled |= {i for i in start if i not in steered} - set(limited)
+            start = [i for i in start if i in steered] + limited
         claims = (
             await tx.execution_claim_guarded(
                 start, lease_s, worker, late_after_s=late_after_s, down_after_s=down_after_s, due_by=due_by

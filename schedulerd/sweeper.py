@@ -14,8 +14,9 @@ from uuid import UUID
 
 import structlog
 
-from schedulerd import metrics, overlap_claims
-from schedulerd.config import SweeperConfig
+from schedulerd import flow_claims, metrics, overlap_claims
+from schedulerd.config import ConcurrencyConfig, SweeperConfig
+from schedulerd.core import flow
 from schedulerd.loops import every
 from schedulerd.models import Enqueue, ExecutionStatus
 from schedulerd.queue import UNREACHABLE, DelayQueue
@@ -36,10 +37,15 @@ class SweepResult:
 
 
 class Sweeper:
-    def __init__(self, store: Store, queue: DelayQueue, config: SweeperConfig, *, down_after_s: float = 15.0) -> None:
+    def __init__(
+        self, store: Store, queue: DelayQueue, config: SweeperConfig, *, down_after_s: float = 15.0,
+        concurrency: ConcurrencyConfig | None = None, late_grace_s: float = 60.0,
+    ) -> None:  # fmt: skip
         self.store = store
         self.queue = queue
         self.config = config
+        self.concurrency = concurrency or ConcurrencyConfig()
+        self.late_grace_s = late_grace_s  # a first attempt released past this is late (reason concurrency_limit)
         self.down_after_s = down_after_s  # a replica silent this long is not alive ([late].down_after_s)
         self._epoch: str | None = None
         self._overdue_after = _BEFORE_ALL  # where the overdue repair's walk resumes: (due_at, id)
@@ -76,7 +82,13 @@ class Sweeper:
         # Waiting occurrences of guarded jobs whose running execution stopped without releasing
         # them: reclaimed just now, parked, handed back, or its worker died after the finish.
         released = await overlap_claims.release(self.store, await self.store.job_overlap_stalled(self.config.batch_size))
+        # Executions waiting for a concurrency slot whose holder stopped without releasing one:
+        # reclaimed just now, or its worker died between the finish and the release.
+        released += await flow_claims.release_stalled(
+            self.store, self.concurrency.caps, batch=self.config.batch_size, late_after_s=self.late_grace_s
+        )  # fmt: skip
         requeue += released
+        await self._flow_gauges()
         metrics.LEASE_RECLAIMS.labels("requeued").inc(reclaimed)
         metrics.LEASE_RECLAIMS.labels("failed").inc(failed)
         try:
@@ -90,6 +102,18 @@ class Sweeper:
         if result != SweepResult():
             log.info("sweeper.swept", **result.__dict__)
         return result
+
+    async def _flow_gauges(self) -> None:
+        """Executions waiting for a slot, and what runs in each limit an operator watches."""
+        metrics.FLOW_WAITING.labels("concurrency_limit").set(await self.store.flow_waiting_count())
+        if not self.concurrency.watch:
+            return
+        caps = self.concurrency.caps
+        watched = {name: flow.watched_scope(name, caps) for name in self.concurrency.watch}
+        async with self.store.transaction() as tx:
+            running = await flow_claims.running_in(tx, watched.values())
+        for name, scope in watched.items():
+            metrics.FLOW_IN_FLIGHT.labels(name, str(scope.limit) if scope.limit else "").set(running.get(scope, 0))
 
     async def _repair_queue(self, requeue: list[Enqueue]) -> tuple[int, int]:
         """Put reclaimed executions back in Redis; rebuild it after a data loss; re-add queued

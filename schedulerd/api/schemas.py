@@ -88,6 +88,20 @@ class DebounceBody(_Input):
     window_s: Seconds = Field(..., gt=0, le=86400, description=doc("debounce_window_s"))
 
 
+FlowKey = Annotated[StrictStr, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
+
+
+class ConcurrencyBody(_Input):
+    key: FlowKey = Field(..., description=doc("concurrency_key"))
+    limit: StrictInt = Field(..., ge=1, le=100000, description=doc("concurrency_limit"))
+
+
+class RateLimitBody(_Input):
+    key: FlowKey = Field(..., description=doc("rate_key"))
+    limit: StrictInt = Field(..., ge=1, le=1000000, description=doc("rate_limit"))
+    window_s: Seconds = Field(..., ge=0.001, le=86400, description=doc("rate_window_s"))
+
+
 class JobCreate(_Input):
     """No run_at and no cron: run now. run_at: once at that instant. cron + timezone: recurring.
     debounce: a one-off whose creates with one key share an execution (debounce.window_s after the last)."""
@@ -111,9 +125,12 @@ class JobCreate(_Input):
     max_runs: StrictInt | None = Field(None, ge=1, le=2**31 - 1, description=doc("max_runs"))
     debounce: DebounceBody | None = Field(None)
 
+    priority: StrictInt = Field(5, ge=0, le=9, description=doc("priority"))
+    concurrency: ConcurrencyBody | None = Field(None, description="a fleet-wide concurrency key and its limit")
+    rate_limit: RateLimitBody | None = Field(None, description="a fleet-wide rate limit: starts per window, by key")
+
     def debounced(self) -> Debounce | None:
         return Debounce(self.debounce.key, self.debounce.window_s) if self.debounce is not None else None
-    priority: StrictInt = Field(5, ge=0, le=9, description=doc("priority"))
 
     def spec(self, tenant: str) -> JobSpec:
         """The job this body asks for, filed under `tenant` (the token's, or the CLI's)."""
@@ -125,6 +142,11 @@ class JobCreate(_Input):
             backoff_max_s=self.retry.backoff_max_s, dst_repeated=self.dst_repeated, dst_missing=self.dst_missing,
             overlap=self.overlap, labels=self.labels, start_at=self.start_at, end_at=self.end_at, max_runs=self.max_runs,
             priority=self.priority,
+            concurrency_key=self.concurrency.key if self.concurrency else None,
+            concurrency_limit=self.concurrency.limit if self.concurrency else None,
+            rate_key=self.rate_limit.key if self.rate_limit else None,
+            rate_limit=self.rate_limit.limit if self.rate_limit else None,
+            rate_window_s=self.rate_limit.window_s if self.rate_limit else None,
         )  # fmt: skip
 
 
@@ -164,11 +186,17 @@ class JobUpdate(_Input):
     overlap: Overlap = Field(None, description=OVERLAP_HELP)  # type: ignore[assignment]
     labels: dict[StrictStr, StrictStr] = Field(None, description=doc("labels") + "; replaced as a whole")  # type: ignore[assignment]
     priority: StrictInt = Field(None, ge=0, le=9, description=doc("priority") + "; unstarted runs take it too")  # type: ignore[assignment]
+    concurrency: ConcurrencyBody | None = Field(None, description="the concurrency key and limit, replaced as a whole; null removes them")
+    rate_limit: RateLimitBody | None = Field(None, description="the rate limit, replaced as a whole; null removes it")
 
     def changes(self) -> dict[str, Any]:
         """{JobSpec field: new value} of the fields given, found by each editable field's body path."""
         given = self.model_dump(exclude_unset=True)
         changes: dict[str, Any] = {}
+        for head, specs in (("concurrency", ("concurrency_key", "concurrency_limit")),
+                            ("rate_limit", ("rate_key", "rate_limit", "rate_window_s"))):  # fmt: skip
+            if head in given and given[head] is None:  # null: removed
+                changes.update(dict.fromkeys(specs))
         for f in EDITABLE:
             assert f.body is not None
             head, _, tail = f.body.partition(".")
@@ -423,6 +451,8 @@ class Job(BaseModel):
     overrun: Overrun | None = Field(None, description="cron jobs with finished runs: recent p95 duration vs interval")
     version: int = Field(1, description="rises by one at every edit (PATCH; If-Match takes it)")
     priority: int = Field(5, description=doc("priority"))
+    concurrency: ConcurrencyBody | None = Field(None, description="its concurrency key and limit, if it has one")
+    rate_limit: RateLimitBody | None = Field(None, description="its rate limit, if it has one")
 
 
 class NextRun(BaseModel):

@@ -42,6 +42,10 @@ def job_view(job: Job, now: datetime, last: LastExecution | None = None, overrun
         overrun=schemas.Overrun(warning=overrun.warning, p95_s=overrun.p95_s, interval_s=overrun.interval_s,
                                 ratio=overrun.ratio, fraction=fraction, samples=overrun.samples) if overrun else None,
         version=job.version, priority=job.priority,
+        concurrency=schemas.ConcurrencyBody(key=job.concurrency_key, limit=job.concurrency_limit)
+        if job.concurrency_key is not None else None,
+        rate_limit=schemas.RateLimitBody(key=job.rate_key, limit=job.rate_limit, window_s=job.rate_window_s)
+        if job.rate_key is not None else None,
     )  # type: ignore[arg-type]  # fmt: skip
 
 

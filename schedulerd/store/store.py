@@ -15,6 +15,7 @@ from uuid import UUID
 
 import asyncpg
 
+from schedulerd.core.flow import NO_CAPS, Caps
 from schedulerd.core.ids import scheduled_for_bounds
 from schedulerd.errors import ConflictError
 from schedulerd.models import (
@@ -255,7 +256,8 @@ class Store:
                 v["timezone"], v["misfire_policy"], v["catch_up_limit"], v["window_s"], v["max_attempts"],
                 v["backoff_base_s"], v["backoff_factor"], v["backoff_max_s"], v["timeout_s"], v["dst_repeated"],
                 v["dst_missing"], v["overlap"], None if labels is None else json.dumps(labels), cursor, tzdata_version,
-                written, v["priority"],
+                written, v["priority"], v["concurrency_key"], v["concurrency_limit"], v["rate_key"], v["rate_limit"],
+                v["rate_window_s"],
             )  # fmt: skip
         except asyncpg.UniqueViolationError as exc:
             if exc.constraint_name != "jobs_tenant_source_name":
@@ -456,17 +458,19 @@ class Store:
     async def execution_claim_many(
         self, execution_ids: Sequence[str | UUID], lease_s: float, worker: str, *, late_after_s: float = 60.0,
         down_after_s: float = 15.0, timeout_s: float | None = None, adopt: bool = False, guarded: bool = False,
-        due_by: datetime | None = None,
+        due_by: datetime | None = None, limited: bool = False, caps: Caps = NO_CAPS,
     ) -> list[Claim]:  # fmt: skip
         """Claim what is still claimable; a first attempt past late_after_s records its late reason.
         adopt: also take back rows already running under `worker` (after a claim whose reply was lost).
         guarded: under job_lock_overlap, claim guarded jobs' executions too, each recorded as its
         job's running one (execution_claim_guarded). due_by: the instant due-ness is judged at
-        (the pop's, Redis TIME); None: Postgres's clock."""
+        (the pop's, Redis TIME); None: Postgres's clock. Without `limited`, executions counted
+        against a concurrency limit (a key, or one of `caps`) are left to flow_claims.claim_limited."""
         ids = list(execution_ids)
         rows = await self._fetch_bounded(
             QUERIES["execution_claim_many"], ids, lease_s, worker, *scheduled_for_bounds(ids),
-            late_after_s, down_after_s, adopt, guarded, due_by, timeout_s=timeout_s,
+            late_after_s, down_after_s, adopt, guarded, due_by, limited, list(caps.tasks),
+            [t for t, n in caps.tenants.items() if n > 0], caps.tenant_default > 0, timeout_s=timeout_s,
         )  # fmt: skip
         return [Claim.from_row(r) for r in rows]
 
@@ -475,15 +479,17 @@ class Store:
         return [str(r["id"]) for r in await self.db.fetch(QUERIES["execution_lock_due"], limit)]
 
     async def execution_claim_due(
-        self, limit: int, lease_s: float, worker: str, *, late_after_s: float = 60.0, down_after_s: float = 15.0
+        self, limit: int, lease_s: float, worker: str, *, late_after_s: float = 60.0, down_after_s: float = 15.0,
+        caps: Caps = NO_CAPS,
     ) -> tuple[list[Claim], list[str]]:
         """The fallback while Redis is unreachable: (claims of allow jobs, ids of due executions of
-        guarded jobs: for execution_claim_guarded). One transaction: the rows locked first (SKIP
-        LOCKED) are the ones claimed by id, so whatever the claim leaves is a guarded job's."""
+        guarded or limited jobs: for the claims under their locks). One transaction: the rows locked
+        first (SKIP LOCKED) are the ones claimed by id, so whatever the claim leaves is a guarded
+        or limited job's."""
         async with self.transaction() as tx:
             due = await tx.execution_lock_due(limit)
             claims = await tx.execution_claim_many(
-                due, lease_s, worker, late_after_s=late_after_s, down_after_s=down_after_s
+                due, lease_s, worker, late_after_s=late_after_s, down_after_s=down_after_s, caps=caps
             ) if due else []  # fmt: skip
         claimed = {str(c.id) for c in claims}
         return claims, [i for i in due if i not in claimed]
@@ -575,7 +581,7 @@ class Store:
         """Under job_lock_overlap: the claim (execution_claim_many) of executions an overlap verdict started."""
         return await self.execution_claim_many(
             execution_ids, lease_s, worker, late_after_s=late_after_s, down_after_s=down_after_s, guarded=True,
-            due_by=due_by,
+            due_by=due_by, limited=True,
         )  # fmt: skip
 
     async def execution_skip_overlap(self, execution_ids: Sequence[UUID]) -> set[UUID]:
@@ -593,6 +599,46 @@ class Store:
         """The occurrences released, each with its job's overlap policy."""
         rows = await self.db.fetch(QUERIES["execution_release_waiting"], list(job_ids))
         return [(Enqueue(r["id"], r["due_at"], r["tenant"], r["priority"]), r["overlap"]) for r in rows]
+
+    # --- concurrency limits: call these inside a transaction (schedulerd/flow_claims.py) ----------
+
+    async def flow_lock(self, lock_ids: Sequence[int]) -> None:
+        await self.db.execute(QUERIES["flow_lock"], sorted(set(lock_ids)))
+
+    async def flow_running(self, tenants: Sequence[str], tasks: Sequence[str]) -> list[tuple[str, str, str | None, int]]:
+        """(tenant, task, concurrency key, running) for the tenants or task types asked about."""
+        rows = await self.db.fetch(QUERIES["flow_running"], list(tenants), list(tasks))
+        return [(r["tenant"], r["task"], r["concurrency_key"], r["running"]) for r in rows]
+
+    async def flow_candidates(self, execution_ids: Sequence[str | UUID], due_by: datetime | None) -> list[Any]:
+        """Rows: id, tenant, scheduled_for, task, concurrency_key, concurrency_limit, overlap, enabled (due order)."""
+        ids = list(execution_ids)
+        return await self.db.fetch(QUERIES["flow_candidates"], ids, *scheduled_for_bounds(ids), due_by)
+
+    async def execution_wait_slot(self, execution_ids: Sequence[UUID]) -> set[UUID]:
+        ids = list(execution_ids)
+        return {r["id"] for r in await self.db.fetch(QUERIES["execution_wait_slot"], ids, *scheduled_for_bounds(ids))}
+
+    async def execution_waiting_slot(
+        self, keys: Sequence[tuple[str, str]], tasks: Sequence[str], tenants: Sequence[str], limit: int
+    ) -> list[Any]:
+        """Rows: id, tenant, scheduled_for, task, concurrency_key, concurrency_limit (oldest first)."""
+        return await self.db.fetch(
+            QUERIES["execution_waiting_slot"], [k[0] for k in keys], [k[1] for k in keys], list(tasks), list(tenants), limit
+        )  # fmt: skip
+
+    async def execution_release_slot(self, execution_ids: Sequence[UUID], late_after_s: float) -> list[Enqueue]:
+        """Queued, due now; each Enqueue scored by its scheduled time (in due order ahead of later work)."""
+        ids = list(execution_ids)
+        rows = await self.db.fetch(QUERIES["execution_release_slot"], ids, *scheduled_for_bounds(ids), late_after_s)
+        return [Enqueue(r["id"], r["scheduled_for"], r["tenant"], r["priority"]) for r in rows]
+
+    async def flow_waiting_count(self) -> int:
+        return await self.db.fetchval(QUERIES["flow_waiting_count"])
+
+    async def flow_waiting_scopes(self, limit: int) -> list[tuple[str, str, str | None, int | None]]:
+        rows = await self.db.fetch(QUERIES["flow_waiting_scopes"], limit)
+        return [(r["tenant"], r["task"], r["concurrency_key"], r["concurrency_limit"]) for r in rows]
 
     async def job_recent_durations(self, job_ids: Sequence[UUID], per_job: int) -> dict[UUID, list[float]]:
         """Durations (seconds) of each job's latest finished attempts, newest first."""

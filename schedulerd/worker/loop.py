@@ -14,7 +14,7 @@ import contextlib
 import itertools
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -22,8 +22,9 @@ from uuid import UUID
 
 import structlog
 
-from schedulerd import faults, health, metrics, overlap_claims
+from schedulerd import faults, flow_claims, health, metrics, overlap_claims
 from schedulerd.config import BreakerConfig, JobsConfig, LateConfig, WorkerConfig
+from schedulerd.core.flow import NO_CAPS, Caps, Scope
 from schedulerd.core.retry import RetryPolicy, after_attempt
 from schedulerd.loops import retrying
 from schedulerd.models import AttemptOutcome, Claim, Enqueue, ExecutionStatus, Outcome
@@ -71,8 +72,10 @@ class Worker:
         late_grace_s: float = 60.0,
         late_config: LateConfig | None = None,
         jobs_config: JobsConfig | None = None,
+        caps: Caps = NO_CAPS,
     ) -> None:
         self.store = store
+        self.caps = caps  # fleet-wide concurrency caps ([concurrency]); a job's own key comes with its claim
         self.late_config = late_config or LateConfig()
         self.overrun = OverrunWatch(store, jobs_config or JobsConfig())
         self.queue = queue
@@ -102,6 +105,7 @@ class Worker:
         # A write that hangs is abandoned in time to try again on a fresh connection before the lease runs out.
         self.write_timeout_s = min(config.write_timeout_s, config.lease_s / 3)
         self._claim_terms = {"late_after_s": late_grace_s, "down_after_s": self.late_config.down_after_s}
+        self.late_grace_s = late_grace_s
 
     # --- pop and claim -----------------------------------------------------------------------
 
@@ -164,11 +168,18 @@ class Worker:
             missed = [i for i in popped if i not in claimed]
             try:
                 judged = await overlap_claims.claim_guarded(
-                    self.store, missed, self.config.lease_s, self.worker_id, due_by=pop.at, **self._claim_terms
+                    self.store, missed, self.config.lease_s, self.worker_id, self.caps, due_by=pop.at, **self._claim_terms
                 )
                 claims, settled = claims + self._take(judged.claims), judged.settled
-                if len(judged.claims) + judged.settled < len(missed):  # some are not explained yet
-                    started = {str(c.id) for c in judged.claims}
+                started = {str(c.id) for c in judged.claims}
+                if len(judged.claims) + judged.settled < len(missed):  # limited jobs' come next
+                    limited, waiting = await flow_claims.claim_limited(
+                        self.store, [i for i in missed if i not in started], self.config.lease_s, self.worker_id,
+                        self.caps, due_by=pop.at, **self._claim_terms,
+                    )  # fmt: skip
+                    claims, settled = claims + self._take(limited), settled + waiting
+                    started |= {str(c.id) for c in limited}
+                if len(started) + settled < len(missed):  # some are not explained yet
                     settled += await self._give_back_early(pop, [i for i in missed if i not in started])
             except TRANSIENT_ERRORS as exc:  # run what was claimed; the rest go back to the queue
                 log.warning("worker.guarded_claim_failed", count=len(missed), error=str(exc))
@@ -190,7 +201,7 @@ class Worker:
             try:
                 return await self.store.execution_claim_many(
                     execution_ids, self.config.lease_s, self.worker_id, timeout_s=self.write_timeout_s,
-                    adopt=tries > 1, due_by=due_by, **self._claim_terms,
+                    adopt=tries > 1, due_by=due_by, caps=self.caps, **self._claim_terms,
                 )  # fmt: skip
             except RETRYABLE_ERRORS as exc:
                 if tries >= CLAIM_TRIES:
@@ -217,9 +228,14 @@ class Worker:
     async def _claim_due(self, limit: int) -> list[Claim]:
         """The fallback while Redis is unreachable: claim due rows straight from Postgres."""
         lease_s, worker, terms = self.config.lease_s, self.worker_id, self._claim_terms
-        claims, guarded = await self.store.execution_claim_due(limit, lease_s, worker, **terms)
+        claims, left = await self.store.execution_claim_due(limit, lease_s, worker, caps=self.caps, **terms)
         claims = self._take(claims)
-        return claims + self._take((await overlap_claims.claim_guarded(self.store, guarded, lease_s, worker, **terms)).claims)
+        claims += self._take((await overlap_claims.claim_guarded(self.store, left, lease_s, worker, self.caps, **terms)).claims)
+        started = {str(c.id) for c in claims}
+        limited, _ = await flow_claims.claim_limited(
+            self.store, [i for i in left if i not in started], lease_s, worker, self.caps, **terms
+        )  # fmt: skip
+        return claims + self._take(limited)
 
     def _take(self, claims: list[Claim]) -> list[Claim]:
         """Hold claims that have just committed until admission starts or hands back each one."""
@@ -253,7 +269,25 @@ class Worker:
         finally:
             self.stats.parked = self.parking.parked
         self._settled(claims)
+        if len(admitted) < len(claims):  # parked ones free their concurrency slots
+            started = {c.id for c in admitted}
+            await self._release_slots(self._scopes(c for c in claims if c.id not in started))
         return len(self._start(admitted))
+
+    def _scopes(self, claims: Iterable[Claim]) -> set[Scope]:
+        return {scope for claim in claims for scope in flow_claims.claim_scopes(claim, self.caps)}
+
+    async def _release_slots(self, scopes: set[Scope]) -> None:
+        """Executions holding these concurrency slots stopped: let waiting ones start. Best effort:
+        the sweeper releases what a lost call leaves waiting."""
+        if not scopes:
+            return
+        try:
+            released = await flow_claims.release(self.store, scopes, self.caps, late_after_s=self.late_grace_s)
+        except TRANSIENT_ERRORS as exc:
+            log.warning("worker.slot_release_failed", limits=len(scopes), error=f"{type(exc).__name__}: {exc}")
+            return
+        await enqueue_committed(self.queue, released, "worker.release_enqueue_failed", only_new=False)
 
     async def _hand_back_taken(self) -> None:
         """Queue again, due now, every claim taken but neither started nor parked: no handler
@@ -276,6 +310,7 @@ class Worker:
                 self.stats.parked = self.parking.parked
             self._settled(taken)
             log.info("worker.handed_back_unrun", count=len(taken))
+            await self._release_slots(self._scopes(taken))
             return
 
     def _start(self, claims: list[Claim]) -> list[Claim]:
@@ -348,7 +383,7 @@ class Worker:
             claim.id, claim.fence, claim.task, status, outcome, error, delay_s, detail,
             params=claim.params,
             breaker_counts=self.gate.config.enabled and not permanent and outcome is not AttemptOutcome.CANCELLED,
-            job_id=claim.job_id, guarded=claim.overlap != "allow",
+            job_id=claim.job_id, guarded=claim.overlap != "allow", slots=flow_claims.claim_scopes(claim, self.caps),
         )  # fmt: skip
         self._outcome_ready.set()
 
@@ -396,6 +431,7 @@ class Worker:
             except TRANSIENT_ERRORS as exc:  # the sweeper releases stalled waiting occurrences
                 log.warning("worker.overlap_release_failed", jobs=len(guarded_jobs), error=str(exc))
         await enqueue_committed(self.queue, retries, "worker.retry_enqueue_failed", only_new=False)
+        await self._release_slots({scope for o in took_effect for scope in o.slots})
         return len(applied)
 
     async def _finish(self, outcomes: list[Outcome]) -> list[tuple[UUID, str, datetime, str]]:
@@ -570,6 +606,7 @@ class Worker:
             return
         await enqueue_committed(self.queue, back, "worker.hand_back_enqueue_failed", only_new=False)
         log.info("worker.handed_back", count=len(back))
+        await self._release_slots(self._scopes(r.claim for r in unfinished))
 
 
 async def _wait_any(*events: asyncio.Event, timeout_s: float) -> None:

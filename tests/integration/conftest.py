@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from schedulerd.config import Config
+from schedulerd.core.flow import NO_CAPS, Caps
 from schedulerd.models import Execution
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store
@@ -19,10 +20,12 @@ async def make_worker(store: Store, queue: DelayQueue, config: Config) -> AsyncI
     """Workers sharing this test's store and queue; their thread pools are shut down after."""
     built: list[Worker] = []
 
-    def make(name: str = "worker-a", **config_overrides: Any) -> Worker:
+    def make(name: str = "worker-a", caps: Caps = NO_CAPS, **config_overrides: Any) -> Worker:
         from dataclasses import replace
 
-        worker = Worker(store, queue, replace(config.worker, **config_overrides), name, horizon_s=config.dispatcher.horizon_s)
+        worker = Worker(
+            store, queue, replace(config.worker, **config_overrides), name, horizon_s=config.dispatcher.horizon_s, caps=caps
+        )  # fmt: skip
         built.append(worker)
         return worker
 

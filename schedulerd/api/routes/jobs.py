@@ -52,8 +52,10 @@ def _body_hash(body: schemas.JobCreate) -> bytes | None:
     cannot be serialised (a lone surrogate, deep nesting): validation refuses it, naming the field,
     before any hash is needed."""
     try:
-        # A default priority is left out: a key taken before priorities existed still matches its retry.
-        return hashlib.sha256(body.model_dump_json(exclude={"priority"} if body.priority == 5 else None).encode()).digest()
+        # Defaults are left out: a key taken before priorities or limits existed still matches its retry.
+        unset = {name for name, default in (("priority", 5), ("concurrency", None), ("rate_limit", None))
+                 if getattr(body, name) == default}  # fmt: skip
+        return hashlib.sha256(body.model_dump_json(exclude=unset or None).encode()).digest()
     except (ValueError, RecursionError, PydanticSerializationError):
         return None
 

@@ -29,13 +29,15 @@ SELECT * FROM jobs WHERE id = $1 FOR UPDATE;
 -- version up, with its materialiser cursor $20. $21: the tz database the edit wrote occurrences
 -- with (NULL: none written); rows of another version make it 'mixed', as job_advance_cursor_many.
 -- $22: the occurrences it wrote, counted in runs_written as the materialiser's are. $23: priority.
+-- $24-$28: the concurrency key and limit, the rate key, limit and window.
 UPDATE jobs SET name = $2, params = $3::text::jsonb, schedule_kind = $4, run_at = $5, cron = $6, timezone = $7,
        misfire_policy = $8, catch_up_limit = $9, window_s = $10, max_attempts = $11, backoff_base_s = $12,
        backoff_factor = $13, backoff_max_s = $14, timeout_s = $15, dst_repeated = $16, dst_missing = $17,
        overlap = $18, labels = coalesce($19::text::jsonb, labels), materialised_to = $20,
        tzdata_version = CASE WHEN $21::text IS NULL OR tzdata_version IS NOT DISTINCT FROM $21 THEN coalesce(tzdata_version, $21)
                              ELSE 'mixed' END,
-       runs_written = runs_written + $22, priority = $23, version = version + 1, updated_at = clock_timestamp()
+       runs_written = runs_written + $22, priority = $23, concurrency_key = $24, concurrency_limit = $25,
+       rate_key = $26, rate_limit = $27, rate_window_s = $28, version = version + 1, updated_at = clock_timestamp()
 WHERE id = $1 AND deleted_at IS NULL
 RETURNING *;
 
@@ -150,26 +152,31 @@ CROSS JOIN LATERAL (
 -- inside the dispatch horizon ($24 s) are queued for the caller's ZADD after its commit, unless
 -- $25 is false: inside an application's own transaction the commit is not ours to see, so they
 -- stay pending and the dispatcher enqueues them once they are visible. $26-$29: labels (JSON
--- text), start_at, end_at, max_runs, $30: priority (the one-off's execution carries it too). Returns only the ids
+-- text), start_at, end_at, max_runs, $30: priority (the one-off's execution carries it too), $31-$35: the
+-- concurrency key and limit, the rate key, limit and window (core/flow.py). Returns only the ids
 -- written pending: usually none, and a row per execution cost the bulk create more than its
 -- insert did.
 WITH j AS (
     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[],
                          $8::text[], $9::text[], $10::text[], $11::int[], $12::float8[], $13::int[], $14::float8[],
                          $15::float8[], $16::float8[], $17::float8[], $18::text[], $19::text[], $20::text[], $21::text[],
-                         $26::text[], $27::timestamptz[], $28::timestamptz[], $29::int[], $30::smallint[], $23::uuid[])
+                         $26::text[], $27::timestamptz[], $28::timestamptz[], $29::int[], $30::smallint[], $31::text[],
+                         $32::int[], $33::text[], $34::int[], $35::float8[], $23::uuid[])
         AS j(id, tenant, name, task, params, schedule_kind, run_at, cron, timezone, misfire_policy, catch_up_limit,
              window_s, max_attempts, backoff_base_s, backoff_factor, backoff_max_s, timeout_s, dst_repeated,
-             dst_missing, tzdata_version, overlap, labels, start_at, end_at, max_runs, priority, execution_id)
+             dst_missing, tzdata_version, overlap, labels, start_at, end_at, max_runs, priority, concurrency_key,
+             concurrency_limit, rate_key, rate_limit, rate_window_s, execution_id)
 ), job AS (
     INSERT INTO jobs (id, tenant, name, task, params, schedule_kind, run_at, cron, timezone,
                       misfire_policy, catch_up_limit, window_s, max_attempts, backoff_base_s,
                       backoff_factor, backoff_max_s, timeout_s, dst_repeated, dst_missing, tzdata_version, overlap,
-                      labels, start_at, end_at, max_runs, priority, created_at, updated_at)
+                      labels, start_at, end_at, max_runs, priority, concurrency_key, concurrency_limit, rate_key,
+                      rate_limit, rate_window_s, created_at, updated_at)
     SELECT j.id, j.tenant, j.name, j.task, j.params::jsonb, j.schedule_kind, j.run_at, j.cron, j.timezone,
            j.misfire_policy, j.catch_up_limit, j.window_s, j.max_attempts, j.backoff_base_s,
            j.backoff_factor, j.backoff_max_s, j.timeout_s, j.dst_repeated, j.dst_missing, j.tzdata_version, j.overlap,
-           j.labels::jsonb, j.start_at, j.end_at, j.max_runs, j.priority, $22, $22
+           j.labels::jsonb, j.start_at, j.end_at, j.max_runs, j.priority, j.concurrency_key, j.concurrency_limit,
+           j.rate_key, j.rate_limit, j.rate_window_s, $22, $22
     FROM j
 ), execution AS (
     INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enqueued_at, job_version, priority)

@@ -25,6 +25,10 @@
 -- policy, so a retry or a queued row that raced the pause never lingers, and is not returned
 -- (the worker counts it with the ids claimed by someone else). Read from the jobs row the
 -- statement joins anyway: a pause committed before the claim began is always seen.
+-- Without $11 (limited) no execution counted against a concurrency limit is claimed: one whose job
+-- names a concurrency key, whose task type is in $12 or whose tenant is in $13 (or every tenant:
+-- $14) has a fleet-wide cap; it goes through the claim under that limit's lock
+-- (schedulerd/flow_claims.py), which passes $11.
 -- Rows are locked in id order (the `locked` CTE), as by every statement that writes several
 -- executions, so no two such statements can deadlock. The CTE looks rows up by id alone (no join
 -- to jobs): a join let the planner walk the (job_id, scheduled_for) index over a spike's single
@@ -55,9 +59,12 @@ WITH locked AS (
     FROM locked l, jobs j
     WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for AND j.id = e.job_id
       AND (j.overlap = 'allow' OR $9 OR NOT j.enabled)
+      AND (j.concurrency_key IS NULL AND NOT j.task = ANY($12::text[]) AND NOT (e.tenant = ANY($13::text[]) OR $14)
+           OR $11 OR NOT j.enabled)
     RETURNING e.id, e.job_id, e.tenant, e.scheduled_for, e.due_at, e.attempt, e.fence, e.started_at,
               j.task, j.params, j.timeout_s, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s,
-              j.overlap, l.marked_late, e.status
+              j.overlap, l.marked_late, e.status, j.concurrency_key, j.concurrency_limit, j.rate_key, j.rate_limit,
+              j.rate_window_s
 ), held AS (
     UPDATE jobs j SET overlap_running = c.id, overlap_running_for = c.scheduled_for
     FROM claimed c WHERE $9 AND j.id = c.job_id AND c.status = 'running'
