@@ -118,9 +118,7 @@ def limits_from(tasks: Mapping[str, str], hosts: Mapping[str, str]) -> RateLimit
     return RateLimits(by_task, by_host)
 
 
-def take(
-    tats: MutableMapping[str, float], requests: Sequence[Sequence[Bucket]], now_ms: float
-) -> list[tuple[bool, int]]:
+def take(tats: MutableMapping[str, float], requests: Sequence[Sequence[Bucket]], now_ms: float) -> list[tuple[bool, int]]:
     """Take one token from every bucket of each request, all or nothing, in order: per request
     (granted, the instant in ms it may start: now when granted). A refused request's instant
     counts the requests refused before it in the same call, so a batch's refused claims get

@@ -23,12 +23,13 @@ from uuid import UUID
 import structlog
 
 from schedulerd import faults, health, metrics, overlap_claims
-from schedulerd.config import BreakerConfig, JobsConfig, LateConfig, WorkerConfig
+from schedulerd.config import BreakerConfig, JobsConfig, LateConfig, RateLimitsConfig, WorkerConfig
+from schedulerd.core import rate
 from schedulerd.core.retry import RetryPolicy, after_attempt
 from schedulerd.loops import retrying
 from schedulerd.models import AttemptOutcome, Claim, Enqueue, ExecutionStatus, Outcome
 from schedulerd.overrun_watch import OverrunWatch
-from schedulerd.queue import UNREACHABLE, Breakers, DelayQueue, Pop
+from schedulerd.queue import UNREACHABLE, Breakers, DelayQueue, Pop, TokenBuckets
 from schedulerd.store import REFUSED_ERRORS, RETRYABLE_ERRORS, Store
 from schedulerd.tasks import registry
 from schedulerd.transient import TRANSIENT_ERRORS, enqueue_committed
@@ -37,6 +38,7 @@ from schedulerd.worker.admission import Admission
 from schedulerd.worker.attempt import Running, Stop
 from schedulerd.worker.breaker_gate import BreakerGate
 from schedulerd.worker.parking import Parking
+from schedulerd.worker.rate_gate import RateGate
 
 log = structlog.get_logger("schedulerd.worker")
 
@@ -51,7 +53,7 @@ class WorkerStats:
     finished: int = 0
     fenced_out: int = 0  # outcomes refused because the lease had been reclaimed
     lease_lost: int = 0
-    parked: int = 0  # claimed, then handed back unrun (task limit, open breaker)
+    parked: int = 0  # claimed, then handed back unrun (task limit, rate limit, open breaker)
     last_pop: Pop | None = None
     known_epoch: str | None = field(default=None)
 
@@ -71,6 +73,7 @@ class Worker:
         late_grace_s: float = 60.0,
         late_config: LateConfig | None = None,
         jobs_config: JobsConfig | None = None,
+        rate_config: RateLimitsConfig | None = None,
     ) -> None:
         self.store = store
         self.late_config = late_config or LateConfig()
@@ -84,7 +87,9 @@ class Worker:
         self.gate = BreakerGate(Breakers(queue.client, queue.prefix), breaker_config or BreakerConfig(), self.rng)
         # A first attempt starting late_grace_s after its due time is late ([materialiser].misfire_grace_s).
         self.parking = Parking(store, queue, late_grace_s)
-        self.admission = Admission(config, self.gate, self.parking, self.rng)
+        limits = rate.limits_from(rate_config.tasks, rate_config.hosts) if rate_config else rate.RateLimits()
+        rates = RateGate(TokenBuckets(queue.client, queue.prefix), limits) if limits.enabled else None
+        self.admission = Admission(config, self.gate, self.parking, self.rng, rates)
         self.running: dict[UUID, Running] = {}
         self.stats = WorkerStats()
         # Outcomes recorded but not yet written, by execution. Each stays held (its lease is
@@ -245,7 +250,7 @@ class Worker:
         pop = self.stats.last_pop
         now_ms = pop.now_ms if pop is not None else int(time.time() * 1000)
         try:
-            admitted = await self.admission.admit(claims, now_ms)
+            admitted = await self.admission.admit(claims, now_ms, redis_up=self.redis_down_since is None)
         except Exception as exc:
             log.warning("worker.admit_failed", count=len(claims), error=f"{type(exc).__name__}: {exc}")
             await self._hand_back_taken()
