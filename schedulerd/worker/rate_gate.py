@@ -1,6 +1,7 @@
 """The worker's side of the fleet-wide rate limits: which buckets each claim needs (core/rate.py),
 one script call per batch that needs any (queue/token_buckets.py), and the claims it refused with
-the wait until their token is due. While Redis is unreachable each process counts alone."""
+the wait until their token is due. While Redis cannot answer each process counts alone: the fleet
+then allows up to one limit per replica, and nothing waits for Redis to come back."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import structlog
 
 from schedulerd.core import rate
 from schedulerd.models import Claim
-from schedulerd.queue import UNREACHABLE, TokenBuckets
+from schedulerd.queue import REDIS_ERRORS, TokenBuckets
 from schedulerd.tasks import registry
 
 log = structlog.get_logger("schedulerd.worker")
@@ -40,9 +41,9 @@ class RateGate:
         if redis_up:
             try:
                 now_ms, answers = await self.buckets.take(requests)
-            except UNREACHABLE as exc:
+            except REDIS_ERRORS as exc:  # unreachable, failing over, out of memory: never hold the batch for it
                 log.warning(
-                    "rate.redis_unreachable", count=len(requests), error=f"{type(exc).__name__}: {exc}", counted="per process"
+                    "rate.redis_failed", count=len(requests), error=f"{type(exc).__name__}: {exc}", counted="per process"
                 )
         if answers is None:
             now_ms = int(time.time() * 1000)
