@@ -118,35 +118,44 @@ def limits_from(tasks: Mapping[str, str], hosts: Mapping[str, str]) -> RateLimit
     return RateLimits(by_task, by_host)
 
 
-def take(tats: MutableMapping[str, float], requests: Sequence[Sequence[Bucket]], now_ms: float) -> list[tuple[bool, int]]:
+def take(
+    buckets: MutableMapping[str, tuple[float, float]], requests: Sequence[Sequence[Bucket]], now_ms: float
+) -> list[tuple[bool, int]]:
     """Take one token from every bucket of each request, all or nothing, in order: per request
-    (granted, the instant in ms it may start: now when granted). A refused request's instant
-    counts the requests refused before it in the same call, so a batch's refused claims get
-    successive instants rather than one they would all race for.
+    (granted, the instant in ms it may start: now when granted). A refused request books the
+    instant its tokens are due: the next one refused, in this call or a later one, on any
+    replica, gets the instant after it, so a backlog comes back one token apart instead of all
+    at once to race for each token.
 
-    A bucket is held as its theoretical arrival time (GCRA): `tat` - now is how far ahead of its
-    rate it is; it is full (burst `limit` available) when tat <= now, and a token is free when
-    tat + interval - window <= now. `tats` is updated in place (absent: a full bucket).
+    A bucket is (tat, booked), as GCRA keeps it: tat, its theoretical arrival time, is how far
+    ahead of its rate the starts it granted are (full, burst `limit` available, when tat <= now;
+    a token is free when tat + interval - window <= now); booked >= tat also counts the refused
+    requests' instants. A grant is judged by tat alone (a claim coming back at its instant must
+    find its token), and a granted request booked before is already counted in booked; one that
+    took a token booked for another displaces that one, which books again. `buckets` is updated
+    in place; absent is full.
 
     >>> b = Bucket("task:t", 2, 1000)  # 2 per second, burst 2
-    >>> take({}, [[b], [b], [b], [b]], 0.0)
-    [(True, 0), (True, 0), (False, 500), (False, 1000)]
+    >>> state = {}
+    >>> take(state, [[b], [b], [b], [b]], 0.0), take(state, [[b]], 100.0)
+    ([(True, 0), (True, 0), (False, 500), (False, 1000)], [(False, 1500)])
     """
-    reserved: dict[str, float] = {}  # tats as if each refused request had started at its instant
     answers = []
     for request in requests:
         granted, at_ms = True, now_ms
-        seen = []  # (bucket, its tat, its reserved tat), both at least now
+        seen = []  # (bucket, its tat, its booked instant), both at least now
         for b in request:
-            tat = max(tats.get(b.key, now_ms), now_ms)
-            ahead = max(reserved.get(b.key, tat), now_ms)
+            tat, booked = buckets.get(b.key, (now_ms, now_ms))
+            tat = max(tat, now_ms)
+            booked = max(booked, tat)
             granted = granted and tat + b.interval_ms - b.window_ms <= now_ms
-            at_ms = max(at_ms, ahead + b.interval_ms - b.window_ms)
-            seen.append((b, tat, ahead))
-        for b, tat, ahead in seen:
+            at_ms = max(at_ms, booked + b.interval_ms - b.window_ms)
+            seen.append((b, tat, booked))
+        for b, tat, booked in seen:
             if granted:
-                tats[b.key] = tat + b.interval_ms
-            reserved[b.key] = max(ahead, now_ms if granted else at_ms) + b.interval_ms
+                buckets[b.key] = (tat + b.interval_ms, max(booked, tat + b.interval_ms))
+            else:
+                buckets[b.key] = (tat, max(booked, at_ms) + b.interval_ms)
         answers.append((granted, math.floor(now_ms) if granted else math.ceil(at_ms)))
     return answers
 

@@ -37,10 +37,11 @@ class TokenBuckets:
 
     async def take(self, requests: Sequence[Sequence[Bucket]]) -> tuple[int, list[tuple[bool, int]]]:
         """(Redis now ms, per request (granted, instant ms it may start, Redis clock)): one call
-        for a whole claim batch; every bucket of a request grants or none is taken from."""
+        for a whole claim batch; every bucket of a request grants or none is taken from, and a
+        refused one books its instant (see take_tokens-1.lua)."""
         reply = await self._take_tokens(keys=[self.key], args=take_tokens_args(requests))
         return int(reply[0]), [(bool(g), int(at)) for g, at in zip(reply[1::2], reply[2::2])]
 
-    async def tats(self) -> dict[str, str]:
-        """Every bucket not full (field -> its theoretical arrival time, ms), for tests and operators."""
+    async def states(self) -> dict[str, str]:
+        """Every bucket not full yet (field -> "tat|booked", ms), for tests and operators."""
         return {k: v for k, v in (await self.client.hgetall(self.key)).items() if not k.startswith("#")}

@@ -21,9 +21,9 @@ class RateGate:
     def __init__(self, buckets: TokenBuckets, limits: rate.RateLimits) -> None:
         self.buckets = buckets
         self.limits = limits
-        # Bucket states (tat, ms on this host's clock) used while Redis cannot be asked: the
+        # Buckets ((tat, booked), ms on this host's clock) used while Redis cannot be asked: the
         # limit then holds per process, so the fleet allows at most one limit per replica.
-        self.local_tats: dict[str, float] = {}
+        self.local_buckets: dict[str, tuple[float, float]] = {}
 
     def buckets_of(self, claim: Claim) -> tuple[rate.Bucket, ...]:
         """Every bucket `claim` must take a token from to start (all of them, or it waits)."""
@@ -47,7 +47,7 @@ class RateGate:
                 )
         if answers is None:
             now_ms = int(time.time() * 1000)
-            answers = rate.take(self.local_tats, requests, now_ms)
+            answers = rate.take(self.local_buckets, requests, now_ms)
         refused = {
             claim.id: rate.park_delay_s(at_ms, now_ms) for (claim, _), (granted, at_ms) in zip(needs, answers) if not granted
         }

@@ -68,26 +68,36 @@ H = Bucket("host:h", 1, 1000)  # one a second
 
 
 def test_a_full_bucket_grants_its_burst_then_successive_instants() -> None:
-    tats: dict[str, float] = {}
-    assert take(tats, [[A]] * 7, 10_000.0) == [(True, 10_000)] * 4 + [(False, 10_250), (False, 10_500), (False, 10_750)]
-    assert tats == {"task:a": 11_000.0}  # refused requests change nothing stored
-    assert take(tats, [[A]], 10_100.0) == [(False, 10_250)]  # the instants were estimates, not reservations
+    state: dict[str, tuple[float, float]] = {}
+    assert take(state, [[A]] * 7, 10_000.0) == [(True, 10_000)] * 4 + [(False, 10_250), (False, 10_500), (False, 10_750)]
+    assert state == {"task:a": (11_000.0, 11_750.0)}  # the refused took no token, and booked three instants
+    assert take(state, [[A]], 10_100.0) == [(False, 11_000)]  # the next refused, in a later call, comes after them
+    # The first one booked comes back at its instant and finds its token; the booking is not counted twice.
+    assert take(state, [[A]], 10_250.0) == [(True, 10_250)] and state["task:a"] == (11_250.0, 12_000.0)
 
 
 def test_it_refills_continuously_up_to_the_burst() -> None:
-    tats: dict[str, float] = {}
-    take(tats, [[A]] * 4, 0.0)
-    assert take(tats, [[A]] * 2, 260.0) == [(True, 260), (False, 500)]  # one token back after 250 ms
-    assert [g for g, _ in take(tats, [[A]] * 6, 60_000.0)] == [True] * 4 + [False] * 2  # idle: the burst, no more
+    state: dict[str, tuple[float, float]] = {}
+    take(state, [[A]] * 4, 0.0)
+    assert take(state, [[A]] * 2, 260.0) == [(True, 260), (False, 500)]  # one token back after 250 ms
+    assert [g for g, _ in take(state, [[A]] * 6, 60_000.0)] == [True] * 4 + [False] * 2  # idle: the burst, no more
 
 
 def test_a_claim_refused_by_one_bucket_takes_nothing_from_the_other() -> None:
-    tats: dict[str, float] = {}
-    answers = take(tats, [[A, H], [A, H], [A]], 0.0)
+    state: dict[str, tuple[float, float]] = {}
+    answers = take(state, [[A, H], [A, H], [A]], 0.0)
     assert answers == [(True, 0), (False, 1000), (True, 0)]  # the host's next token is in a second
-    assert tats == {"task:a": 500.0, "host:h": 1000.0}  # two of A's tokens taken, not three
-    # A second refused claim of the host waits behind the first: successive, 1 s apart.
-    assert take(tats, [[A, H], [A, H]], 0.0) == [(False, 1000), (False, 2000)]
+    assert [state[k][0] for k in ("task:a", "host:h")] == [500.0, 1000.0]  # two of A's tokens taken, not three
+    # More refused claims of the host wait behind the first: successive, 1 s apart.
+    assert take(state, [[A, H], [A, H]], 0.0) == [(False, 2000), (False, 3000)]
+
+
+def test_a_token_taken_by_a_newcomer_displaces_one_booked_claim_only() -> None:
+    state: dict[str, tuple[float, float]] = {}
+    take(state, [[H]] * 3, 0.0)  # one runs, two book 1000 and 2000
+    assert take(state, [[H]], 1000.0) == [(True, 1000)]  # a newcomer at 1000 takes the token
+    assert take(state, [[H]], 1001.0) == [(False, 3000)]  # the claim booked for it books again, after the others
+    assert take(state, [[H]], 2000.0) == [(True, 2000)]  # the one booked for 2000 still finds its token
 
 
 def test_the_park_lasts_until_the_token_and_a_few_ms_more() -> None:
