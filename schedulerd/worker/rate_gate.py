@@ -42,9 +42,7 @@ class RateGate:
             try:
                 now_ms, answers = await self.buckets.take(requests)
             except REDIS_ERRORS as exc:  # unreachable, failing over, out of memory: never hold the batch for it
-                log.warning(
-                    "rate.redis_failed", count=len(requests), error=f"{type(exc).__name__}: {exc}", counted="per process"
-                )
+                log.warning("rate.redis_failed", count=len(requests), error=f"{type(exc).__name__}: {exc}", counted="per process")
         if answers is None:
             now_ms = int(time.time() * 1000)
             answers = rate.take(self.local_buckets, requests, now_ms)
