@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
 
+from schedulerd.core import rate
 from schedulerd.core.flow import MAX_LIMIT as MAX_CONCURRENCY_LIMIT
 from schedulerd.core.flow import Caps
 from schedulerd.errors import ConfigError
@@ -194,6 +195,14 @@ class BreakerConfig:
 
 
 @dataclass(frozen=True)
+class RateLimitsConfig:
+    """Fleet-wide rate limits: starts per window, counted once for every replica (Redis, lua/take_tokens-1.lua)."""
+
+    tasks: dict[str, str] = field(default_factory=dict)  # task type -> "N/<duration>", e.g. { send_email = "100/1s" }; {} = none
+    hosts: dict[str, str] = field(default_factory=dict)  # http target host (any port) -> "N/<duration>"; {} = none
+
+
+@dataclass(frozen=True)
 class LateConfig:
     """Explaining occurrences that did not start within [materialiser].misfire_grace_s."""
 
@@ -231,6 +240,7 @@ class Config:
     ops: OpsConfig = field(default_factory=OpsConfig)
     http: HttpConfig = field(default_factory=HttpConfig)
     breaker: BreakerConfig = field(default_factory=BreakerConfig)
+    rate_limits: RateLimitsConfig = field(default_factory=RateLimitsConfig)
     late: LateConfig = field(default_factory=LateConfig)
     forecast: ForecastConfig = field(default_factory=ForecastConfig)
     log: LogConfig = field(default_factory=LogConfig)
@@ -267,6 +277,10 @@ class Config:
                                              and self.breaker.recheck_s > 0):
             raise ConfigError("breaker.failures must be at least 1 and breaker.open_s, probe_timeout_s and "
                               f"recheck_s above 0, got {self.breaker}")
+        try:
+            rate.limits_from(self.rate_limits.tasks, self.rate_limits.hosts)
+        except ValueError as exc:
+            raise ConfigError(f"rate_limits.{exc}") from None
         if self.materialiser.misfire_batch_size <= MAX_CATCH_UP_LIMIT:
             # a job's missed rows are judged a batch at a time, and each batch must get past the
             # occurrences its policy keeps
@@ -352,9 +366,15 @@ def _coerce(section: str, key: str, raw: Any, kind: Any, from_env: bool) -> Any:
             ):
                 raise ValueError
             return dict(raw)
+        if kind == dict[str, str]:
+            if from_env:  # a JSON object: SCHEDULERD_RATE_LIMITS_TASKS='{"send_email": "100/1s"}'
+                raw = json.loads(raw)
+            if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
+                raise ValueError
+            return dict(raw)
     except (ValueError, TypeError, json.JSONDecodeError):
         pass
-    kind_name = "table of integers" if kind == dict[str, int] else getattr(kind, "__name__", kind)
+    kind_name = {dict[str, int]: "table of integers", dict[str, str]: "table of strings"}.get(kind) or getattr(kind, "__name__", kind)
     raise ConfigError(f"setting {name} = {raw!r} is not a valid {kind_name}")
 
 

@@ -94,7 +94,7 @@ def build_loops(config: Config, store: Store, queue: DelayQueue, worker_id: str)
             store, queue, config.worker, worker_id,
             horizon_s=config.dispatcher.horizon_s, on_epoch_lost=sweeper.request_reconcile,
             breaker_config=config.breaker, late_grace_s=config.materialiser.misfire_grace_s, late_config=config.late,
-            jobs_config=config.jobs, caps=config.concurrency.caps,
+            jobs_config=config.jobs, caps=config.concurrency.caps, rate_config=config.rate_limits,
         )  # fmt: skip
     return services
 

@@ -59,12 +59,20 @@ def start_lag(task: str) -> Histogram:
 def finished(task: str, outcome: str) -> Counter:
     return FINISHED.labels(task, outcome)
 
-# Protection under load (per-task limits, circuit breakers).
+# Protection under load (per-task limits, rate limits, circuit breakers).
 PARKED = Counter(
     "schedulerd_executions_parked_total",
     "Executions held back unrun, attempt not used (task_limit, breaker_open, admit_error, rate_limited, "
     "concurrency_limit: waiting for a slot), by task and reason",
     ["task", "reason"],
+)
+# A park moves the due time, from which start lag is measured: the wait parks add is counted
+# here, so schedulerd_start_lag_seconds stays the scheduler's own lag.
+FLOW_WAIT = Histogram(
+    "schedulerd_flow_wait_seconds",
+    "Wait a park added to a claimed execution (its new due time minus now), by park reason",
+    ["reason"],
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 3600),
 )
 FLOW_RELEASED = Counter(
     "schedulerd_concurrency_released_total", "Executions that waited for a concurrency slot and were let start (docs/tasks.md)"
@@ -104,7 +112,8 @@ REDRIVEN = Counter("schedulerd_redriven_executions_total", "Failed executions re
 LATE = Counter(
     "schedulerd_late_occurrences_total",
     "Occurrences whose first attempt did not start within the grace (or never started), by late reason "
-    "(scheduler_down, backlog, misfire_skip, overlap, paused, breaker_open, tenant_cap); each counted once",
+    "(scheduler_down, backlog, misfire_skip, overlap, paused, breaker_open, tenant_cap, rate_limited, concurrency_limit); "
+    "each counted once",
     ["reason"],
 )
 DUE_NEXT = Gauge(

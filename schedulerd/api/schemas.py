@@ -43,7 +43,10 @@ Status = Literal["pending", "queued", "running", "succeeded", "failed", "skipped
 Phase = Literal["past", "upcoming"]
 assert set(Status.__args__) == set(ExecutionStatus)  # type: ignore[attr-defined]
 Seconds = Annotated[StrictFloat, Field(allow_inf_nan=False)]
-LateReasonName = Literal["scheduler_down", "backlog", "misfire_skip", "overlap", "paused", "breaker_open", "tenant_cap"]
+LateReasonName = Literal[
+    "scheduler_down", "backlog", "misfire_skip", "overlap", "paused", "breaker_open", "tenant_cap", "rate_limited",
+    "concurrency_limit",
+]  # fmt: skip
 assert set(LateReasonName.__args__) == set(LateReason)  # type: ignore[attr-defined]
 Overlap = Literal["allow", "skip", "buffer_one", "cancel_other"]
 OVERLAP_HELP = doc("overlap")

@@ -26,6 +26,8 @@ class LateReason(enum.StrEnum):
     PAUSED = "paused"  # its job was paused across it
     BREAKER_OPEN = "breaker_open"  # parked behind an open circuit breaker
     TENANT_CAP = "tenant_cap"  # parked by a concurrency cap (per task type, [worker].task_concurrency)
+    RATE_LIMITED = "rate_limited"  # parked by a fleet-wide rate limit ([rate_limits]) until its token was due
+    CONCURRENCY_LIMIT = "concurrency_limit"  # parked by its job's own concurrency limit
 
 
 EXPLANATIONS: dict[LateReason, str] = {
@@ -36,13 +38,16 @@ EXPLANATIONS: dict[LateReason, str] = {
     LateReason.PAUSED: "the job was paused",
     LateReason.BREAKER_OPEN: "its circuit breaker was open (the task or its target kept failing), so it was held back",
     LateReason.TENANT_CAP: "a concurrency cap was full ([worker].task_concurrency), so it was held back",
+    LateReason.RATE_LIMITED: "a rate limit was reached ([rate_limits]), so it waited for its turn",
+    LateReason.CONCURRENCY_LIMIT: "its job's concurrency limit was reached, so it waited for a running one to finish",
 }
 
 # Execution reasons that explain a non-start on their own, for a row that carries no late reason
 # (written before late_reason existed, or parked while still within its grace). The late reason
 # recorded by Postgres (schedulerd_late_reason) always wins over these.
 _BY_REASON = {"paused": LateReason.PAUSED, "misfire_skip": LateReason.MISFIRE_SKIP, "overlap": LateReason.OVERLAP,
-              "breaker_open": LateReason.BREAKER_OPEN, "task_limit": LateReason.TENANT_CAP, "tenant_cap": LateReason.TENANT_CAP}  # fmt: skip
+              "breaker_open": LateReason.BREAKER_OPEN, "task_limit": LateReason.TENANT_CAP, "tenant_cap": LateReason.TENANT_CAP,
+              "rate_limited": LateReason.RATE_LIMITED, "concurrency_limit": LateReason.CONCURRENCY_LIMIT}  # fmt: skip
 
 
 def for_misfire(scheduler_down: bool, runs_late: bool) -> LateReason:

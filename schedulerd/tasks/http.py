@@ -100,11 +100,19 @@ def parse_params(params: dict[str, Any], settings: HttpConfig) -> Request:
     )  # fmt: skip
 
 
+def target_host(params: dict[str, Any]) -> str | None:
+    """The host params.url names, lower case, without a trailing dot (None: no usable URL)."""
+    url = params.get("url")
+    try:
+        host = urlsplit(url).hostname if isinstance(url, str) else None
+    except ValueError:  # a malformed URL fails in the handler, as permanent
+        return None
+    return host.rstrip(".") if host else None
+
+
 def breaker_key(params: dict[str, Any]) -> str:
     """The http task's circuit breaker is per target host: one dead webhook must not park the rest."""
-    url = params.get("url")
-    host = urlsplit(url).hostname if isinstance(url, str) else None
-    return f"http:{(host or '?').lower()}"
+    return f"http:{target_host(params) or '?'}"
 
 
 def parse_retry_after(value: str | None, now_s: float) -> float | None:
@@ -152,7 +160,7 @@ async def close() -> None:
         await client.aclose()
 
 
-@task("http", breaker_key=breaker_key)
+@task("http", breaker_key=breaker_key, target_host=target_host)
 async def http(ctx: TaskContext, params: dict[str, Any]) -> dict[str, Any]:
     """Call params.url (method, headers, body or json, timeout_s). 2xx succeeds; 429, 5xx, timeouts
     and connection errors retry (honouring Retry-After); other statuses fail without retries."""

@@ -68,6 +68,7 @@ class Task:
     handler: Handler
     is_async: bool
     breaker_key: Callable[[dict[str, Any]], str] | None = None  # params -> circuit breaker key; None: the task name
+    target_host: Callable[[dict[str, Any]], str | None] | None = None  # params -> the host it calls ([rate_limits].hosts)
 
 
 def breaker_key(task_name: str, params: dict[str, Any]) -> str:
@@ -77,16 +78,28 @@ def breaker_key(task_name: str, params: dict[str, Any]) -> str:
     return found.breaker_key(params) if found is not None and found.breaker_key is not None else task_name
 
 
+def target_host(task_name: str, params: dict[str, Any]) -> str | None:
+    """The host an execution calls (lower case), for per-host rate limits; None for a task that
+    names none (only the http task does, from params.url)."""
+    found = _TASKS.get(task_name)
+    return found.target_host(params) if found is not None and found.target_host is not None else None
+
+
 _TASKS: dict[str, Task] = {}
 
 
-def task(name: str, *, breaker_key: Callable[[dict[str, Any]], str] | None = None) -> Callable[[Handler], Handler]:
-    """Register a handler under a task type name (breaker_key: see Task)."""
+def task(
+    name: str,
+    *,
+    breaker_key: Callable[[dict[str, Any]], str] | None = None,
+    target_host: Callable[[dict[str, Any]], str | None] | None = None,
+) -> Callable[[Handler], Handler]:
+    """Register a handler under a task type name (breaker_key, target_host: see Task)."""
 
     def register(handler: Handler) -> Handler:
         if name in _TASKS and _TASKS[name].handler is not handler:
             raise ValueError(f"task {name!r} is already registered by {_TASKS[name].handler!r}")
-        _TASKS[name] = Task(name, handler, inspect.iscoroutinefunction(handler), breaker_key)
+        _TASKS[name] = Task(name, handler, inspect.iscoroutinefunction(handler), breaker_key, target_host)
         return handler
 
     return register

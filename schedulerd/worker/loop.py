@@ -23,13 +23,14 @@ from uuid import UUID
 import structlog
 
 from schedulerd import faults, flow_claims, health, metrics, overlap_claims
-from schedulerd.config import BreakerConfig, JobsConfig, LateConfig, WorkerConfig
+from schedulerd.config import BreakerConfig, JobsConfig, LateConfig, RateLimitsConfig, WorkerConfig
+from schedulerd.core import rate
 from schedulerd.core.flow import NO_CAPS, Caps, Scope
 from schedulerd.core.retry import RetryPolicy, after_attempt
 from schedulerd.loops import retrying
 from schedulerd.models import AttemptOutcome, Claim, Enqueue, ExecutionStatus, Outcome
 from schedulerd.overrun_watch import OverrunWatch
-from schedulerd.queue import UNREACHABLE, Breakers, DelayQueue, Pop
+from schedulerd.queue import UNREACHABLE, Breakers, DelayQueue, Pop, TokenBuckets
 from schedulerd.store import REFUSED_ERRORS, RETRYABLE_ERRORS, Store
 from schedulerd.tasks import registry
 from schedulerd.transient import TRANSIENT_ERRORS, enqueue_committed
@@ -38,6 +39,7 @@ from schedulerd.worker.admission import Admission
 from schedulerd.worker.attempt import Running, Stop
 from schedulerd.worker.breaker_gate import BreakerGate
 from schedulerd.worker.parking import Parking
+from schedulerd.worker.rate_gate import RateGate
 
 log = structlog.get_logger("schedulerd.worker")
 
@@ -52,7 +54,7 @@ class WorkerStats:
     finished: int = 0
     fenced_out: int = 0  # outcomes refused because the lease had been reclaimed
     lease_lost: int = 0
-    parked: int = 0  # claimed, then handed back unrun (task limit, open breaker)
+    parked: int = 0  # claimed, then handed back unrun (task limit, rate limit, open breaker)
     last_pop: Pop | None = None
     known_epoch: str | None = field(default=None)
 
@@ -73,6 +75,7 @@ class Worker:
         late_config: LateConfig | None = None,
         jobs_config: JobsConfig | None = None,
         caps: Caps = NO_CAPS,
+        rate_config: RateLimitsConfig | None = None,
     ) -> None:
         self.store = store
         self.caps = caps  # fleet-wide concurrency caps ([concurrency]); a job's own key comes with its claim
@@ -87,7 +90,10 @@ class Worker:
         self.gate = BreakerGate(Breakers(queue.client, queue.prefix), breaker_config or BreakerConfig(), self.rng)
         # A first attempt starting late_grace_s after its due time is late ([materialiser].misfire_grace_s).
         self.parking = Parking(store, queue, late_grace_s)
-        self.admission = Admission(config, self.gate, self.parking, self.rng)
+        limits = rate.limits_from(rate_config.tasks, rate_config.hosts) if rate_config else rate.RateLimits()
+        # Always there: a job may name its own rate limit (a claim without one costs an attribute check).
+        rates = RateGate(TokenBuckets(queue.client, queue.prefix), limits)
+        self.admission = Admission(config, self.gate, self.parking, self.rng, rates)
         self.running: dict[UUID, Running] = {}
         self.stats = WorkerStats()
         # Outcomes recorded but not yet written, by execution. Each stays held (its lease is
@@ -261,7 +267,7 @@ class Worker:
         pop = self.stats.last_pop
         now_ms = pop.now_ms if pop is not None else int(time.time() * 1000)
         try:
-            admitted = await self.admission.admit(claims, now_ms)
+            admitted = await self.admission.admit(claims, now_ms, redis_up=self.redis_down_since is None)
         except Exception as exc:
             log.warning("worker.admit_failed", count=len(claims), error=f"{type(exc).__name__}: {exc}")
             await self._hand_back_taken()

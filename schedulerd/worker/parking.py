@@ -1,7 +1,7 @@
-"""Parking: claimed executions handed back without running (a task over its concurrency limit, an
-open circuit breaker, an error while admitting them), queued again after a delay with their
-attempt not used up. Lost writes fall back to the lease expiry (the sweeper), a lost ZADD to the
-sweeper or the fallback claim."""
+"""Parking: claimed executions handed back without running (a task over its concurrency limit or
+its rate limit, an open circuit breaker, an error while admitting them), queued again after a
+delay with their attempt not used up. Lost writes fall back to the lease expiry (the sweeper), a
+lost ZADD to the sweeper or the fallback claim."""
 
 from __future__ import annotations
 
@@ -24,13 +24,16 @@ class Parking:
 
     async def park(self, claims: Sequence[Claim], delays_s: Sequence[float], reason: str) -> None:
         """Queue `claims` again after their delays (s), no attempt recorded; `reason`
-        (task_limit | breaker_open, or admit_error: admission failed on the way) says why."""
+        (task_limit | rate_limited | breaker_open, or admit_error: admission failed on the way)
+        says why; the wait each one adds is counted apart from the start lag (FLOW_WAIT)."""
         back, newly_late = await self.store.execution_park_many(
             [(c.id, c.fence) for c in claims], delays_s, reason, late_grace_s=self.late_grace_s
         )
         for late_reason, count in collections.Counter(newly_late).items():
             metrics.LATE.labels(late_reason).inc(count)
-        for claim in claims:
+        waited = metrics.FLOW_WAIT.labels(reason)
+        for claim, delay_s in zip(claims, delays_s):
             metrics.PARKED.labels(claim.task, reason).inc()
+            waited.observe(delay_s)
         self.parked += len(back)
         await enqueue_committed(self.queue, back, "worker.park_enqueue_failed", only_new=False)

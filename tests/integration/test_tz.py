@@ -303,12 +303,12 @@ async def test_an_occurrence_started_before_a_recompute_stays_and_its_new_instan
     assert (await store.job_get(job.id)).tzdata_version == NEW.version
 
 
-@pytest.mark.parametrize("reason", ["task_limit", "breaker_open", "late_replay"])
+@pytest.mark.parametrize("reason", ["task_limit", "rate_limited", "breaker_open", "late_replay"])
 async def test_parked_and_replayed_occurrences_are_recomputed(jobs, store, queue, config, monkeypatch, reason) -> None:
     job, first = await moving_job(jobs, store, monkeypatch)
     if reason == "late_replay":
         assert len(await store.execution_replay_many([(first["id"], 5.0, "scheduler_down")])) == 1
-    else:  # claimed, then handed back unrun by a tenant's cap or an open breaker
+    else:  # claimed, then handed back unrun by a tenant's cap, a rate limit or an open breaker
         [claim] = await store.execution_claim_many([first["id"]], 30, "worker-1")
         parked, _ = await store.execution_park_many([(claim.id, claim.fence)], [5.0], reason, late_grace_s=60.0)
         assert len(parked) == 1

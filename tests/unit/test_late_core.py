@@ -18,7 +18,8 @@ from schedulerd.errors import ConfigError
 def test_every_late_reason_has_an_explanation() -> None:
     assert set(EXPLANATIONS) == set(LateReason)
     assert {r.value for r in LateReason} == {
-        "scheduler_down", "backlog", "misfire_skip", "overlap", "paused", "breaker_open", "tenant_cap"
+        "scheduler_down", "backlog", "misfire_skip", "overlap", "paused", "breaker_open", "tenant_cap", "rate_limited",
+        "concurrency_limit",
     }  # fmt: skip
 
 
@@ -36,6 +37,7 @@ def test_misfire_reasons(down: bool, runs_late: bool, expected: LateReason) -> N
     (None, "overlap", LateReason.OVERLAP),  # the overlap policy sets only `reason`
     (None, "misfire_skip", LateReason.MISFIRE_SKIP),
     (None, "task_limit", LateReason.TENANT_CAP),
+    (None, "rate_limited", LateReason.RATE_LIMITED), (None, "concurrency_limit", LateReason.CONCURRENCY_LIMIT),
     (None, "deleted", None), (None, "late_replay", None), (None, None, None),
 ])  # fmt: skip
 def test_the_late_reason_of_an_execution(late_reason: str | None, reason: str | None, expected: LateReason | None) -> None:

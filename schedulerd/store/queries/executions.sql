@@ -35,8 +35,9 @@ RETURNING e.id;
 
 -- name: execution_edit_lock
 -- A job's occurrences of origin scheduled after $2, by time, for an edit to judge (Jobs.update).
--- movable: never started (a first attempt, pending or queued, plain, parked by a tenant cap or
--- breaker, or replayed late; or cancelled by a pause or an earlier edit, which may be given back),
+-- movable: never started (a first attempt, pending or queued, plain, parked by a tenant cap, rate
+-- limit or breaker, waiting for a concurrency slot (kept, it is queued and judged again at its
+-- claim), or replayed late; or cancelled by a pause or an earlier edit, which may be given back),
 -- and locked in id order until the edit's transaction ends, so a racing claim waits and then finds
 -- the row cancelled or kept. The others (started, running, a retry, final, waiting on an overlap)
 -- are fixed: read without a lock; a row claimed between this statement's snapshot and its lock
@@ -47,7 +48,7 @@ WITH future AS (
 ), locked AS MATERIALIZED (
     SELECT e.id FROM executions e JOIN future f ON e.id = f.id AND e.scheduled_for = f.scheduled_for
     WHERE e.attempt = 0 AND e.first_started_at IS NULL
-      AND (e.status IN ('pending', 'queued') AND (e.reason IS NULL OR e.reason IN ('task_limit', 'breaker_open', 'late_replay'))
+      AND (e.status IN ('pending', 'queued') AND (e.reason IS NULL OR e.reason IN ('task_limit', 'rate_limited', 'concurrency_limit', 'breaker_open', 'late_replay'))
            OR e.status = 'cancelled' AND e.reason IN ('paused', 'edited'))
     ORDER BY e.id FOR NO KEY UPDATE OF e
 )

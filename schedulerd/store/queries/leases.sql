@@ -252,14 +252,14 @@ SELECT id, job_id, tenant, attempt, fence, worker, status, due_at, priority FROM
 
 -- name: execution_park_many
 -- Hand back claimed executions (fences in $2) without running them: a task over its concurrency
--- limit, an open circuit breaker, or an error while admitting the batch. Queued again, due after
--- their delay ($3 seconds), attempt not used up, no attempt recorded; reason $4 (task_limit |
--- breaker_open | admit_error) says why, and keeps a parked
+-- limit or a rate limit, an open circuit breaker, or an error while admitting the batch. Queued
+-- again, due after their delay ($3 seconds), attempt not used up, no attempt recorded; reason $4
+-- (task_limit | rate_limited | breaker_open | admit_error) says why, and keeps a parked
 -- cron occurrence from being judged a misfire. A first attempt's start time is cleared: it never
 -- started (a redriven execution's attempt 1 is not its first: it keeps it).
 -- A first attempt whose new due time is past its grace ($5 s, counted from scheduled_for plus the
 -- job's smearing window: repeated parks do not drift) gets the late reason its park implies
--- (schedulerd_late_reason: breaker_open, or tenant_cap for task_limit) if it has none; newly_late
+-- (schedulerd_late_reason: breaker_open, tenant_cap for task_limit, rate_limited) if it has none; newly_late
 -- returns it where it did, for the metric. One of a job paused or deleted since its claim is
 -- cancelled instead (reason paused | deleted; a pause is its late reason, as for the unstarted
 -- rows the pause cancelled) and not returned: it never ran and nothing comes after it; so is one

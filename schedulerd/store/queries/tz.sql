@@ -17,8 +17,8 @@ ORDER BY id LIMIT $3 FOR UPDATE;
 
 -- name: execution_future_lock
 -- These jobs' scheduled occurrences after $2, by job and time, for a recompute to judge. movable:
--- the occurrence never started (a first attempt, pending or queued, plain, parked by a tenant cap
--- or breaker, or replayed late; or cancelled by a pause, which a resume would revive), and it is
+-- the occurrence never started (a first attempt, pending or queued, plain, parked by a tenant cap,
+-- rate limit or breaker, or replayed late; or cancelled by a pause, which a resume would revive), and it is
 -- locked (in id order) until the recompute's transaction ends, so no claim can start it while it
 -- may be deleted and its new instant written: a racing claim waits, then finds it gone or kept.
 -- The others (started, running, final, waiting on an overlap) are fixed: read without a lock, so
@@ -31,7 +31,7 @@ WITH future AS (
 ), locked AS MATERIALIZED (
     SELECT e.id FROM executions e JOIN future f ON e.id = f.id AND e.scheduled_for = f.scheduled_for
     WHERE e.attempt = 0 AND e.first_started_at IS NULL
-      AND (e.status IN ('pending', 'queued') AND (e.reason IS NULL OR e.reason IN ('task_limit', 'breaker_open', 'late_replay'))
+      AND (e.status IN ('pending', 'queued') AND (e.reason IS NULL OR e.reason IN ('task_limit', 'rate_limited', 'concurrency_limit', 'breaker_open', 'late_replay'))
            OR e.status = 'cancelled' AND e.reason = 'paused')
     ORDER BY e.id FOR UPDATE OF e
 )
