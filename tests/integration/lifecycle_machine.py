@@ -455,6 +455,14 @@ class LifecycleMachine(RuleBasedStateMachine):
         spec = JobSpec(task=kind, tenant="t1", timeout_s=5.0)
         self.run(self._create(spec, "one_off", Debounce(key, window_s)), f"create debounced {kind} key={key} window={window_s}s")
 
+    @action(2, kind=st.sampled_from(["lifecycle.ok", "lifecycle.block"]), key=st.sampled_from(["c1", "c2"]),
+          tenant=st.sampled_from(["t1", "t2"]))
+    def create_keyed(self, kind: str, key: str, tenant: str) -> None:
+        """A one-off with a concurrency key (limit 1): over its limit it waits, unclaimed, and a
+        holder's finish, park, hand-back or reclaim lets it start (invariant 8 counts the holders)."""
+        spec = JobSpec(task=kind, tenant=tenant, timeout_s=5.0, concurrency_key=key, concurrency_limit=1)
+        self.run(self._create(spec, "one_off"), f"create keyed {kind} {tenant}/{key}")
+
     @action(1, kind=st.sampled_from(["lifecycle.ok", "lifecycle.fail", "lifecycle.block"]), attempts=st.sampled_from([1, 2]),
           zone=st.sampled_from(["UTC", NY]))
     def create_cron(self, kind: str, attempts: int, zone: str) -> None:
@@ -973,6 +981,15 @@ class LifecycleMachine(RuleBasedStateMachine):
                         f"bounded job {r['id']} over its max_runs {cap}: {r['scheduled']} scheduled executions, "
                         f"runs_written {r['runs_written']}"
                     )
+
+        # 8. A concurrency key never has more executions running (claimed, lease live or not yet
+        # reclaimed) than its limit, whichever replica claimed them.
+        for r in await self.store.db.fetch(
+            "SELECT e.tenant, j.concurrency_key, count(*) AS running, max(j.concurrency_limit) AS limit FROM executions e "
+            "JOIN jobs j ON j.id = e.job_id WHERE e.status = 'running' AND j.concurrency_key IS NOT NULL "
+            "GROUP BY e.tenant, j.concurrency_key HAVING count(*) > max(j.concurrency_limit)"
+        ):
+            self.violations.append(f"concurrency key {r['tenant']}/{r['concurrency_key']} has {r['running']} running, limit {r['limit']}")
 
     async def _check_servable(self, due: list[asyncpg.Record]) -> None:
         queue = self.sweeper.queue

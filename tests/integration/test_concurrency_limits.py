@@ -179,3 +179,16 @@ async def test_an_edit_that_removes_the_key_lets_a_waiting_execution_start(make_
     started = time.monotonic()
     await _run_fleet([worker], Sweeper(store, queue, config.sweeper), store, [waiter.id], timeout_s=10)
     assert time.monotonic() - started < 1.2  # it did not wait for the holder's 1.5 s
+
+
+async def test_a_guarded_jobs_occurrence_waits_for_its_keys_slot_too(make_job, make_worker, store, queue, config) -> None:
+    _, holder = await make_job("test.flow_probe", params={"seconds": 0.4}, concurrency_key="g", concurrency_limit=1)
+    _, guarded = await make_job("test.flow_probe", params={"seconds": 0.01}, overlap="skip", concurrency_key="g", concurrency_limit=1)
+    worker = make_worker("replica-a")
+    await worker.run_once()
+    rows = sorted([await store.execution_get(holder.id), await store.execution_get(guarded.id)], key=lambda r: r.status)
+    # One popped batch, judged by two claims (the overlap one, then the limited one): one slot.
+    assert [(r.status, r.reason, r.attempt) for r in rows] == [
+        (ExecutionStatus.PENDING, "concurrency_limit", 0), (ExecutionStatus.RUNNING, None, 1)]
+    await _run_fleet([worker], Sweeper(store, queue, config.sweeper), store, [holder.id, guarded.id], timeout_s=20)
+    assert [(await store.execution_get(e.id)).attempt for e in (holder, guarded)] == [1, 1]

@@ -77,8 +77,13 @@ def _sample(name: str, **labels: str) -> float:
     return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
-async def test_no_limits_configured_no_gate(make_worker) -> None:
-    assert make_worker("plain").admission.rates is None  # nothing is looked up per claim
+async def test_no_limits_configured_no_call(make_worker, make_job) -> None:
+    worker = make_worker("plain")
+    _, execution = await make_job("noop")
+    claim = (await worker.store.execution_claim_many([execution.id], 5.0, "plain"))[0]
+    gate = worker.admission.rates
+    assert gate is not None and not gate.limits.enabled and gate.buckets_of(claim) == ()
+    assert await gate.sort([claim]) == ([claim], [])  # no bucket: no script call, nothing parked
 
 
 async def test_two_workers_share_one_limit(store, queue, config, make_job, redis_url, redis_prefix) -> None:

@@ -192,6 +192,8 @@ async function jobView(id, query) {
       <span class="note">${esc(pauseText(job.pause))}</span>` : ""}</dd><dt>params</dt><dd><code>${esc(JSON.stringify(job.params))}</code></dd>
     <dt>overlap</dt><dd id="job-overlap-policy">${esc(job.overlap)}</dd><dt>version</dt><dd id="job-version">${esc(job.version)}</dd>
     <dt title="0-9: higher starts first among your due runs">priority</dt><dd id="job-priority">${esc(job.priority ?? 5)}</dd>
+    ${job.concurrency ? `<dt title="at most this many of your runs with this key run at once">concurrency</dt><dd id="job-concurrency">${esc(job.concurrency.key)}: ${esc(job.concurrency.limit)} at once</dd>` : ""}
+    ${job.rate_limit ? `<dt title="at most this many starts per window of your runs with this key">rate limit</dt><dd id="job-rate-limit">${esc(job.rate_limit.key)}: ${esc(job.rate_limit.limit)} per ${esc(job.rate_limit.window_s)} s</dd>` : ""}
     <dt>labels</dt><dd id="job-labels">${esc(labelText(job.labels) || "–")}</dd>
     ${bounded(job) ? `<dt>bounds</dt><dd id="job-bounds">${bounded(job)}</dd>` : ""}
     ${job.overrun ? `<dt>run time</dt><dd id="job-overrun" class="${job.overrun.warning ? "error" : ""}">${overrunText(job.overrun)}</dd>` : ""}
