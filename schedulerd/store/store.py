@@ -1005,6 +1005,9 @@ class Store:
         the rows; None for a cron job), scheduled and due at its run_at. Returns the ids written
         pending (the dispatcher will queue them); the others are queued: ZADD them after the commit."""
         # $1-$21 the first columns, $22-$25 the batch's settings, $26- the columns added after them.
+        # A column that is NULL in every row goes as an empty array (unnest pads it with NULLs):
+        # most jobs set few of the optional fields, and each NULL costs encoding and parsing.
+        columns = [[] if column.count(None) == len(column) else column for column in columns]
         return set(await self.db.fetchval(
             QUERIES["job_insert_many"], *columns[:21], created_at, execution_ids, horizon_s, queue_now, *columns[21:]
         ))  # fmt: skip
