@@ -1,7 +1,8 @@
 """Benchmark harness: K daemon replicas on a throwaway database and Redis prefix, a workload of
 `noop` jobs fed through the Python client (or, with --feed sql, bulk-inserted straight into
 Postgres), and metrics computed from the rows in Postgres (one JSON line last).
-Usage: scripts/bench --quick | steady --rate R --duration S | spike --count N [--priority-probe S] | cron --jobs J [--window 60s]
+Usage: scripts/bench --quick | steady --rate R --duration S | spike --count N [--priority-probe S] [--concurrency-keys K
+[--concurrency-limit L]] | cron --jobs J [--window 60s]
        [--replicas K] [--set KEY=VALUE] [--feed client|sql] [--shards N] [--redis-cluster] [--postgres-formation]
        scripts/bench ingest --via client|client-batch|http|http-batch|cli-file --count N (bench_ingest.py)
 """
@@ -443,7 +444,12 @@ async def run_bench(args: argparse.Namespace, workload: Workload, servers: Scrat
             t_end, expected = t0 + timedelta(seconds=workload.duration_s + 1), workload.count
         else:
             if client is not None and args.feed == "client":
-                await _enqueue_all(client, [{"task": "noop", "tenant": "bench", "at": t0}] * workload.count)
+                keys, limit = getattr(args, "concurrency_keys", None), getattr(args, "concurrency_limit", None)
+                keyed = {} if not keys else {"concurrency_limit": limit or workload.count}
+                await _enqueue_all(client, [
+                    {"task": "noop", "tenant": "bench", "at": t0, **keyed, **({"concurrency_key": f"k{i % keys}"} if keys else {})}
+                    for i in range(workload.count)
+                ])  # fmt: skip
             else:
                 job_ids = [row["id"] for row in await db.fetch(INSERT_JOBS, t0, min(JOBS, workload.count), *retry)]
                 await db.execute(INSERT_EXECUTIONS, t0, workload.count, workload.spacing_us, job_ids)
@@ -594,6 +600,11 @@ def _parser() -> argparse.ArgumentParser:
                        help=f"S seconds after the spike falls due (at least {PROBE_MIN_S:g}), enqueue a priority-9 "
                        "one-off and a priority-5 one beside it; report each one's start lag and the backlog the 9 "
                        "passed (priority_probe_*)")
+    spike.add_argument("--concurrency-keys", type=int, metavar="K", default=None,
+                       help="give the jobs K concurrency keys (round robin): every execution takes the claim under "
+                       "its key's lock (docs/tasks.md \"Concurrency limits\")")
+    spike.add_argument("--concurrency-limit", type=int, metavar="L", default=None,
+                       help="with --concurrency-keys: each key's limit (default: the count, so none waits)")
     cron = scenarios.add_parser("cron", help="J every-minute cron jobs, measured over whole minutes")
     cron.add_argument("--jobs", type=int, required=True)
     cron.add_argument("--window", default="0s", help="smearing window per job, e.g. 60s (default: exact time)")
