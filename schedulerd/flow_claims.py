@@ -19,14 +19,10 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-import structlog
-
 from schedulerd import metrics
 from schedulerd.core.flow import Caps, Scope, admit, scopes_of
 from schedulerd.models import Claim, Enqueue
 from schedulerd.store import Store
-
-log = structlog.get_logger("schedulerd.flow")
 
 RELEASE_BATCH = 1000  # waiting executions looked at per release
 
