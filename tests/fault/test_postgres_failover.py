@@ -193,11 +193,14 @@ async def _under_load(paf: Formation, fleet, redis_url: str, redis_prefix: str, 
                       count(*) FILTER (WHERE event = 'rejected') AS rejected FROM witness_events"""
         )
         # A stale fence accepted: an apply whose fence is not above every fence applied before it.
+        # One apply is one (execution, fence): the witness's own event insert, retried across the
+        # failover after its reply was lost, may record the same apply twice.
         stale_accepted = await store.db.fetchval(
             """SELECT count(*) FROM (
                    SELECT fence, max(fence) OVER (PARTITION BY execution_id ORDER BY at
                                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
-                   FROM witness_events WHERE event = 'applied') x WHERE fence <= before"""
+                   FROM (SELECT execution_id, fence, min(at) AS at FROM witness_events WHERE event = 'applied'
+                         GROUP BY execution_id, fence) a) x WHERE fence <= before"""
         )
         # The materialiser works on the new primary: the least-advanced cron cursor passes where it was.
         horizon_moved = await _wait_horizon_past(store, horizon_at_fault)
