@@ -28,7 +28,10 @@ RELEASE_BATCH = 1000  # waiting executions looked at per release
 
 
 def claim_scopes(claim: Claim, caps: Caps) -> tuple[Scope, ...]:
-    """The limits a claimed execution holds a slot of (none: it is not limited)."""
+    """The limits a claimed execution holds a slot of (none: it is not limited); () at once for
+    the usual claim, with no key and no cap configured (it runs for every outcome)."""
+    if claim.concurrency_key is None and not caps.any:
+        return ()
     return scopes_of(claim.tenant, claim.task, claim.concurrency_key, claim.concurrency_limit, caps)
 
 

@@ -196,10 +196,9 @@ class JobUpdate(_Input):
         """{JobSpec field: new value} of the fields given, found by each editable field's body path."""
         given = self.model_dump(exclude_unset=True)
         changes: dict[str, Any] = {}
-        for head, specs in (("concurrency", ("concurrency_key", "concurrency_limit")),
-                            ("rate_limit", ("rate_key", "rate_limit", "rate_window_s"))):  # fmt: skip
-            if head in given and given[head] is None:  # null: removed
-                changes.update(dict.fromkeys(specs))
+        for head, key in (("concurrency", "concurrency_key"), ("rate_limit", "rate_key")):
+            if head in given and given[head] is None:  # null: removed (Jobs.update removes the key's limit with it)
+                changes[key] = None
         for f in EDITABLE:
             assert f.body is not None
             head, _, tail = f.body.partition(".")

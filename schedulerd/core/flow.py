@@ -42,10 +42,10 @@ class Caps:
     tasks: Mapping[str, int] = field(default_factory=dict)
     tenants: Mapping[str, int] = field(default_factory=dict)
     tenant_default: int = 0  # every tenant not in `tenants`; 0: no quota
+    any: bool = field(init=False)  # some cap is set (read for every outcome: computed once)
 
-    @property
-    def any(self) -> bool:
-        return bool(self.tasks or self.tenants or self.tenant_default)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "any", bool(self.tasks or self.tenants or self.tenant_default))
 
     def tenant_limit(self, tenant: str) -> int:
         return self.tenants.get(tenant, self.tenant_default)
@@ -116,8 +116,7 @@ def check_rate(key: object, limit: object, window_s: object) -> tuple[str, int, 
     missing = [name for name, v in given.items() if v is None]
     if missing:
         raise ValueError(missing[0], "is required with " + ", ".join(n for n in given if n not in missing))
-    if not isinstance(key, str) or not 1 <= len(key) <= MAX_KEY or not key.isprintable():
-        raise ValueError("rate_key", f"must be 1-{MAX_KEY} printable characters, got {key!r}")
+    _check_key_text(key, "rate_key")
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_RATE:
         raise ValueError("rate_limit", f"must be an integer from 1 to {MAX_RATE} (starts per window), got {limit!r}")
     if isinstance(window_s, bool) or not isinstance(window_s, int | float) or not 0.001 <= window_s <= 86400:
@@ -133,11 +132,15 @@ def check_key(key: object, limit: object) -> tuple[str, int] | None:
     if key is None or limit is None:
         missing = "concurrency_key" if key is None else "concurrency_limit"
         raise ValueError(missing, "is required with " + ("concurrency_limit" if key is None else "concurrency_key"))
-    if not isinstance(key, str) or not 1 <= len(key) <= MAX_KEY or not key.isprintable():
-        raise ValueError("concurrency_key", f"must be 1-{MAX_KEY} printable characters, got {key!r}")
+    _check_key_text(key, "concurrency_key")
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
         raise ValueError("concurrency_limit", f"must be an integer from 1 to {MAX_LIMIT}, got {limit!r}")
     return key, limit
 
 
 NO_CAPS = Caps()
+
+
+def _check_key_text(key: object, field_name: str) -> None:
+    if not isinstance(key, str) or not 1 <= len(key) <= MAX_KEY or not key.isprintable():
+        raise ValueError(field_name, f"must be 1-{MAX_KEY} printable characters, got {key!r}")

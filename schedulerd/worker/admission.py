@@ -19,11 +19,11 @@ from schedulerd.worker.rate_gate import RateGate
 
 class Admission:
     def __init__(
-        self, config: WorkerConfig, gate: BreakerGate, parking: Parking, rng: random.Random, rates: RateGate | None = None
+        self, config: WorkerConfig, gate: BreakerGate, parking: Parking, rng: random.Random, rates: RateGate
     ) -> None:
         self.config = config
         self.gate = gate
-        self.rates = rates  # None: no rate limits configured, nothing to look up per claim
+        self.rates = rates  # configured limits and jobs' own: a claim without either costs a lookup
         self.parking = parking
         self.rng = rng
         self.by_task: collections.Counter[str] = collections.Counter()  # running handlers per task type
@@ -47,7 +47,7 @@ class Admission:
                 delays = [self.config.defer_s * self.rng.uniform(0.5, 1.0) for _ in deferred]
                 await self.parking.park(deferred, delays, "task_limit")
             claims = [c for c, ok in zip(claims, verdicts) if ok]
-        if claims and self.rates is not None:  # last: a claim parked for another reason takes no token
+        if claims:  # last: a claim parked for another reason takes no token
             claims, limited = await self.rates.sort(claims, redis_up)
             if limited:
                 await self.parking.park([c for c, _ in limited], [d for _, d in limited], "rate_limited")

@@ -79,7 +79,6 @@ class Worker:
     ) -> None:
         self.store = store
         self.caps = caps  # fleet-wide concurrency caps ([concurrency]); a job's own key comes with its claim
-        self._capped = caps.any
         self.late_config = late_config or LateConfig()
         self.overrun = OverrunWatch(store, jobs_config or JobsConfig())
         self.queue = queue
@@ -281,14 +280,8 @@ class Worker:
             await self._release_slots(self._scopes(c for c in claims if c.id not in started))
         return len(self._start(admitted))
 
-    def _slots_of(self, claim: Claim) -> tuple[Scope, ...]:
-        """The concurrency limits `claim` holds a slot of; () at once when it can hold none."""
-        if claim.concurrency_key is None and not self._capped:
-            return ()
-        return flow_claims.claim_scopes(claim, self.caps)
-
     def _scopes(self, claims: Iterable[Claim]) -> set[Scope]:
-        return {scope for claim in claims for scope in self._slots_of(claim)}
+        return {scope for claim in claims for scope in flow_claims.claim_scopes(claim, self.caps)}
 
     async def _release_slots(self, scopes: set[Scope]) -> None:
         """Executions holding these concurrency slots stopped: let waiting ones start. Best effort:
@@ -396,7 +389,7 @@ class Worker:
             claim.id, claim.fence, claim.task, status, outcome, error, delay_s, detail,
             params=claim.params,
             breaker_counts=self.gate.config.enabled and not permanent and outcome is not AttemptOutcome.CANCELLED,
-            job_id=claim.job_id, guarded=claim.overlap != "allow", slots=self._slots_of(claim),
+            job_id=claim.job_id, guarded=claim.overlap != "allow", slots=flow_claims.claim_scopes(claim, self.caps),
         )  # fmt: skip
         self._outcome_ready.set()
 

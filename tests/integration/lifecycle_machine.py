@@ -463,6 +463,13 @@ class LifecycleMachine(RuleBasedStateMachine):
         spec = JobSpec(task=kind, tenant=tenant, timeout_s=5.0, concurrency_key=key, concurrency_limit=1)
         self.run(self._create(spec, "one_off"), f"create keyed {kind} {tenant}/{key}")
 
+    @action(1, kind=st.sampled_from(["lifecycle.ok", "lifecycle.fail"]), attempts=st.sampled_from([1, 2]))
+    def create_rated(self, kind: str, attempts: int) -> None:
+        """A one-off under its own rate limit (2 per 0.5 s): over it, the claim is parked unrun until
+        its token is due, its attempt not used (invariants 2-3 hold for parks as for any claim)."""
+        spec = JobSpec(task=kind, tenant="t1", timeout_s=5.0, max_attempts=attempts, rate_key="r", rate_limit=2, rate_window_s=0.5)
+        self.run(self._create(spec, "one_off"), f"create rated {kind} attempts={attempts}")
+
     @action(1, kind=st.sampled_from(["lifecycle.ok", "lifecycle.fail", "lifecycle.block"]), attempts=st.sampled_from([1, 2]),
           zone=st.sampled_from(["UTC", NY]))
     def create_cron(self, kind: str, attempts: int, zone: str) -> None:
