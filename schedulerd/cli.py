@@ -23,6 +23,7 @@ from schedulerd import config as config_module
 from schedulerd import job_fields
 from schedulerd.config import Config
 from schedulerd.core.durations import parse_duration_s, parse_instant
+from schedulerd.core.flow import MAX_LIMIT
 from schedulerd.core.late import LateReason, resolve_at
 from schedulerd.errors import ConfigError, NotFoundError, SchedulerdError, SchemaError, StaleVersionError, ValidationError
 from schedulerd.models import ExecutionStatus
@@ -215,6 +216,15 @@ def _tenant_commands(commands: Commands) -> None:
     tenant = commands.add_parser("tenant", help="API tenants").add_subparsers(dest="tenant_command", required=True)
     tenant_create = tenant.add_parser("create", help="register a tenant; prints its first API token (once)")
     tenant_create.add_argument("name")
+    quota = tenant.add_parser("quota", help="set or clear a tenant's in-flight quota at runtime (over [concurrency]); "
+                              "every replica applies it within [concurrency].refresh_s")
+    quota.add_argument("name")
+    quota_change = quota.add_mutually_exclusive_group()
+    quota_change.add_argument("--in-flight", metavar="N", help=f"most executions of the tenant running at once, "
+                              f"fleet-wide (1-{MAX_LIMIT})")
+    quota_change.add_argument("--clear", action="store_true", help="remove the runtime quota: [concurrency] applies again")
+    quotas = tenant.add_parser("quotas", help="every tenant quota in force: set at runtime, and from [concurrency]")
+    quotas.add_argument("--json", action="store_true")
     token = commands.add_parser("token", help="API tokens").add_subparsers(dest="token_command", required=True)
     token_create = token.add_parser("create", help="issue another token for a tenant; prints it (once)")
     token_create.add_argument("tenant")
@@ -1232,6 +1242,50 @@ async def _tenant_token(args: argparse.Namespace, config: Config) -> None:
     print(issued.token)
 
 
+async def _tenant_quota(args: argparse.Namespace, config: Config) -> None:
+    """`tenant quota NAME --in-flight N | --clear`."""
+    from schedulerd.jobs import TENANT_PATTERN
+
+    if not TENANT_PATTERN.match(args.name):
+        raise ValidationError("name", f"{args.name!r} is not a tenant name (letters, digits, '_', '.', '-'; at most 64)")
+    if not args.clear and args.in_flight is None:
+        raise ValidationError("--in-flight", "is required (or --clear)")
+    in_flight = None if args.clear else _parse("--in-flight", int, args.in_flight)
+    if in_flight is not None and not 1 <= in_flight <= MAX_LIMIT:
+        raise ValidationError("--in-flight", f"must be from 1 to {MAX_LIMIT}, got {in_flight}")
+    async with _Session(config) as jobs:
+        if args.clear:
+            cleared = await jobs.store.tenant_quota_clear(args.name)
+            if cleared is None:
+                raise NotFoundError(f"tenant {args.name!r} has no quota set at runtime")
+        else:
+            await jobs.store.tenant_quota_set(args.name, in_flight)
+    fallback = config.concurrency.caps.tenant_limit(args.name)
+    if args.clear:
+        print(f"tenant {args.name}: runtime quota removed; in force now: "
+              + (f"{fallback} from [concurrency]" if fallback else "no quota"))
+    else:
+        print(f"tenant {args.name}: at most {in_flight} in flight, fleet-wide "
+              f"(every replica within {config.concurrency.refresh_s:g} s)")
+
+
+async def _tenant_quotas(args: argparse.Namespace, config: Config) -> None:
+    """`tenant quotas`: the runtime quotas, then config's for the tenants without one."""
+    async with _Session(config) as jobs:
+        runtime = await jobs.store.tenant_quota_list()
+    rows = [{"tenant": q.tenant, "in_flight": q.in_flight, "source": "runtime", "updated_at": _time(q.updated_at)} for q in runtime]
+    named = {q.tenant for q in runtime}
+    rows += [{"tenant": t, "in_flight": n, "source": "config", "updated_at": None}
+             for t, n in sorted(config.concurrency.tenants.items()) if t not in named]  # fmt: skip
+    default = config.concurrency.tenant_default
+    if args.json:
+        print(json.dumps({"quotas": rows, "tenant_default": default}))
+        return
+    table = [(r["tenant"], str(r["in_flight"]), r["source"], r["updated_at"] or "-") for r in rows]
+    print(_table(table, ("TENANT", "IN FLIGHT", "SOURCE", "UPDATED")) if table else "no tenant quota is set")
+    print(f"every other tenant: {default if default else 'no quota'} ([concurrency].tenant_default)")
+
+
 async def _token_list_revoke(args: argparse.Namespace, config: Config) -> None:
     from schedulerd.tenants import Tenants
 
@@ -1278,6 +1332,8 @@ COMMANDS = {
     ("executions", "cancel"): _executions_cancel,
     ("migrate", None): _migrate,
     ("tenant", "create"): _tenant_token,
+    ("tenant", "quota"): _tenant_quota,
+    ("tenant", "quotas"): _tenant_quotas,
     ("token", "create"): _tenant_token,
     ("token", "list"): _token_list_revoke,
     ("token", "revoke"): _token_list_revoke,

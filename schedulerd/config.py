@@ -85,6 +85,7 @@ class ConcurrencyConfig:
     tenants: dict[str, int] = field(default_factory=dict)  # most executions of a tenant running at once (its in-flight quota)
     tenant_default: int = 0  # the quota of every tenant not in `tenants`; 0: none
     watch: tuple[str, ...] = ()  # limits whose in-flight count is a gauge: "task:send", "tenant:acme", "key:acme/customer:42"
+    refresh_s: float = 5.0  # how often each replica reads the tenant quotas set at runtime (`schedulerd tenant quota`)
 
     @property
     def caps(self) -> Caps:
@@ -266,6 +267,8 @@ class Config:
         if not 0 <= self.concurrency.tenant_default <= MAX_CONCURRENCY_LIMIT:
             raise ConfigError(f"concurrency.tenant_default must be between 0 (no quota) and {MAX_CONCURRENCY_LIMIT}, "
                               f"got {self.concurrency.tenant_default}")
+        if not 0.1 <= self.concurrency.refresh_s <= 3600:
+            raise ConfigError(f"concurrency.refresh_s must be between 0.1 and 3600 seconds, got {self.concurrency.refresh_s}")
         for watched in self.concurrency.watch:
             kind, _, name = watched.partition(":")
             if kind not in ("task", "tenant", "key") or not name or (kind == "key" and "/" not in name):

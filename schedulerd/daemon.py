@@ -32,6 +32,7 @@ from schedulerd.servers import Servers, connect, resolve
 from schedulerd.store import Store, migrate
 from schedulerd.sweeper import Sweeper
 from schedulerd.tasks import http, loader
+from schedulerd.tenant_quotas import QuotaRefresh
 from schedulerd.transient import TRANSIENT_ERRORS
 from schedulerd.worker import Worker
 
@@ -60,6 +61,8 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
         if "worker" in config.daemon.roles:  # before anything runs: producers check task names against these
             await task_types.report(store, worker_id)
         services = build_loops(config, store, queue, worker_id)
+        if "quotas" in services:  # the worker's first claim already judges by the quotas set at runtime
+            await services["quotas"].run_once()
         if "materialiser" in services:
             await catch_up(config, store, queue, worker_id, services["materialiser"])
         services.update(open_listeners(config, store, queue))
@@ -96,6 +99,9 @@ def build_loops(config: Config, store: Store, queue: DelayQueue, worker_id: str)
             breaker_config=config.breaker, late_grace_s=config.materialiser.misfire_grace_s, late_config=config.late,
             jobs_config=config.jobs, caps=config.concurrency.caps, rate_config=config.rate_limits,
         )  # fmt: skip
+    holders = [s for s in (services.get("worker"), services.get("sweeper")) if s is not None]
+    if holders:  # the tenant quotas an operator sets at runtime reach the claims and the releases
+        services["quotas"] = QuotaRefresh(store, config.concurrency, holders)
     return services
 
 
@@ -219,7 +225,7 @@ def loop_budgets(config: Config, services: dict[str, Any]) -> dict[str, float]:
         # a replica that cannot record outcomes or extend leases is not ready.
         "worker.heartbeat": config.worker.heartbeat_s, "worker.finish": config.worker.heartbeat_s,
         "retention": config.retention.interval_s,
-        "observer": config.daemon.observe_interval_s,
+        "observer": config.daemon.observe_interval_s, "quotas": config.concurrency.refresh_s,
     }  # fmt: skip
     return {
         name: max(10.0, 3 * interval_s) for name, interval_s in intervals.items() if name.split(".")[0] in services

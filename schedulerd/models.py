@@ -260,6 +260,15 @@ class ApiToken(_Row):
 
 
 @dataclass(frozen=True)
+class TenantQuota(_Row):
+    """A tenant's in-flight quota set at runtime (`schedulerd tenant quota`), over [concurrency]'s."""
+
+    tenant: str
+    in_flight: int  # most of its executions running at once, fleet-wide
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
 class IdempotencyRecord(_Row):
     """The first result of a create made with an Idempotency-Key."""
 

@@ -45,6 +45,7 @@ class Sweeper:
         self.queue = queue
         self.config = config
         self.concurrency = concurrency or ConcurrencyConfig()
+        self.caps = self.concurrency.caps  # the caps in force: tenant_quotas.QuotaRefresh keeps them current
         self.late_grace_s = late_grace_s  # a first attempt released past this is late (reason concurrency_limit)
         self.down_after_s = down_after_s  # a replica silent this long is not alive ([late].down_after_s)
         self._epoch: str | None = None
@@ -85,7 +86,7 @@ class Sweeper:
         # Executions waiting for a concurrency slot whose holder stopped without releasing one:
         # reclaimed just now, or its worker died between the finish and the release.
         released += await flow_claims.release_stalled(
-            self.store, self.concurrency.caps, batch=self.config.batch_size, late_after_s=self.late_grace_s
+            self.store, self.caps, batch=self.config.batch_size, late_after_s=self.late_grace_s
         )  # fmt: skip
         requeue += released
         await self._flow_gauges()
@@ -108,8 +109,7 @@ class Sweeper:
         metrics.FLOW_WAITING.labels("concurrency_limit").set(await self.store.flow_waiting_count())
         if not self.concurrency.watch:
             return
-        caps = self.concurrency.caps
-        watched = {name: flow.watched_scope(name, caps) for name in self.concurrency.watch}
+        watched = {name: flow.watched_scope(name, self.caps) for name in self.concurrency.watch}
         async with self.store.transaction() as tx:
             running = await flow_claims.running_in(tx, watched.values())
         for name, scope in watched.items():

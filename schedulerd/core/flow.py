@@ -51,6 +51,17 @@ class Caps:
         return self.tenants.get(tenant, self.tenant_default)
 
 
+def with_quotas(caps: Caps, quotas: Mapping[str, int]) -> Caps:
+    """`caps` with the tenant quotas an operator set at runtime in place of config's for those tenants.
+
+    >>> with_quotas(Caps(tenants={"acme": 10}, tenant_default=4), {"acme": 2}).tenant_limit("acme")
+    2
+    """
+    if not quotas:
+        return caps
+    return Caps(tasks=caps.tasks, tenants={**caps.tenants, **quotas}, tenant_default=caps.tenant_default)
+
+
 def scopes_of(tenant: str, task: str, key: str | None, key_limit: int | None, caps: Caps) -> tuple[Scope, ...]:
     """The limits one execution is counted against (none: it is not limited).
 

@@ -21,7 +21,7 @@ from schedulerd.errors import ConflictError
 from schedulerd.models import (
     ApiToken, Attempt, CancelPlan, Claim, Enqueue, Execution, FailedExecution, Forecast, IdempotencyRecord, Job, JobAction,
     JobFilter, LastExecution,
-    LateExecution, MinuteStats, Outcome, Redrive, TenantStats, TzMovedJob, TzRecompute,
+    LateExecution, MinuteStats, Outcome, Redrive, TenantQuota, TenantStats, TzMovedJob, TzRecompute,
 )  # fmt: skip
 from schedulerd.store.sql import QUERIES
 
@@ -692,6 +692,17 @@ class Store:
         """None when there is no such token (for this tenant, when one is given)."""
         row = await self.db.fetchrow(QUERIES["token_revoke"], token_id, tenant)
         return ApiToken.from_row(row) if row else None
+
+    async def tenant_quota_set(self, tenant: str, in_flight: int) -> TenantQuota:
+        return TenantQuota.from_row(await self.db.fetchrow(QUERIES["tenant_quota_set"], tenant, in_flight))
+
+    async def tenant_quota_clear(self, tenant: str) -> TenantQuota | None:
+        """The quota removed; None when the tenant had none set."""
+        row = await self.db.fetchrow(QUERIES["tenant_quota_clear"], tenant)
+        return TenantQuota.from_row(row) if row else None
+
+    async def tenant_quota_list(self) -> list[TenantQuota]:
+        return [TenantQuota.from_row(r) for r in await self.db.fetch(QUERIES["tenant_quota_list"])]
 
     async def idempotency_prune(self, ttl_s: float, batch_size: int = 10000) -> int:
         """Delete idempotency keys past their TTL, a batch at a time; returns how many."""

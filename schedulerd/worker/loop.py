@@ -78,7 +78,9 @@ class Worker:
         rate_config: RateLimitsConfig | None = None,
     ) -> None:
         self.store = store
-        self.caps = caps  # fleet-wide concurrency caps ([concurrency]); a job's own key comes with its claim
+        # Fleet-wide concurrency caps ([concurrency], kept current by tenant_quotas.QuotaRefresh); a
+        # job's own key comes with its claim.
+        self.caps = caps
         self.late_config = late_config or LateConfig()
         self.overrun = OverrunWatch(store, jobs_config or JobsConfig())
         self.queue = queue

@@ -38,3 +38,28 @@ async def test_create_update_and_remove_limits(cli, store) -> None:  # type: ign
 async def test_a_bad_limit_exits_2_naming_the_flag(cli, store, flags, named) -> None:  # type: ignore[no-untyped-def]
     _refused(cli("job", "create", "--task", "noop", *flags), named)
     assert await store.db.fetchval("SELECT count(*) FROM jobs") == 0
+
+
+async def test_tenant_quota_set_listed_and_cleared(cli, store) -> None:  # type: ignore[no-untyped-def]
+    made = cli("tenant", "quota", "acme", "--in-flight", "3")
+    assert made.returncode == 0, made.stderr
+    assert await store.db.fetchval("SELECT in_flight FROM tenant_quotas WHERE tenant = 'acme'") == 3
+    listed = cli("tenant", "quotas", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [(q["tenant"], q["in_flight"], q["source"]) for q in json.loads(listed.stdout)["quotas"]] == [("acme", 3, "runtime")]
+    assert "acme" in cli("tenant", "quotas").stdout
+    cleared = cli("tenant", "quota", "acme", "--clear")
+    assert cleared.returncode == 0 and "removed" in cleared.stdout
+    assert await store.db.fetchval("SELECT count(*) FROM tenant_quotas") == 0
+    again = cli("tenant", "quota", "acme", "--clear")
+    assert again.returncode != 0 and "no quota" in again.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [(["acme", "--in-flight", "0"], "--in-flight"), (["acme", "--in-flight", "many"], "--in-flight"),
+     (["acme"], "--in-flight"), (["no/such name", "--in-flight", "2"], "name")],
+)  # fmt: skip
+async def test_a_bad_tenant_quota_exits_2_naming_what(cli, store, args, named) -> None:  # type: ignore[no-untyped-def]
+    _refused(cli("tenant", "quota", *args), named)
+    assert await store.db.fetchval("SELECT count(*) FROM tenant_quotas") == 0

@@ -16,6 +16,7 @@ from schedulerd.core.flow import Caps
 from schedulerd.models import ExecutionStatus
 from schedulerd.sweeper import Sweeper
 from schedulerd.tasks.registry import TaskContext, task
+from schedulerd.tenant_quotas import QuotaRefresh
 from tests.conftest import wait_for
 
 RUNS: list[tuple[str, float, float]] = []  # (group, start, end) of every probe handler run (monotonic s)
@@ -192,3 +193,29 @@ async def test_a_guarded_jobs_occurrence_waits_for_its_keys_slot_too(make_job, m
         (ExecutionStatus.PENDING, "concurrency_limit", 0), (ExecutionStatus.RUNNING, None, 1)]
     await _run_fleet([worker], Sweeper(store, queue, config.sweeper), store, [holder.id, guarded.id], timeout_s=20)
     assert [(await store.execution_get(e.id)).attempt for e in (holder, guarded)] == [1, 1]
+
+
+async def test_a_tenant_quota_set_at_runtime_holds_on_every_replica_and_clears(make_job, make_worker, store, queue, config) -> None:
+    RUNS.clear()
+    concurrency = ConcurrencyConfig(tenants={"runtime-quota": 5})  # config's quota; the runtime one replaces it
+    workers = [make_worker("replica-a", caps=concurrency.caps), make_worker("replica-b", caps=concurrency.caps)]
+    sweeper = Sweeper(store, queue, config.sweeper, concurrency=concurrency)
+    refresh = QuotaRefresh(store, concurrency, [*workers, sweeper])
+    await store.tenant_quota_set("runtime-quota", 1)
+    try:
+        assert (await refresh.run_once()).tenant_limit("runtime-quota") == 1
+        assert all(w.caps.tenant_limit("runtime-quota") == 1 for w in workers) and sweeper.caps.tenant_limit("runtime-quota") == 1
+        made = [
+            (await make_job("test.flow_probe", tenant="runtime-quota", params={"seconds": 0.05, "group": "q"}))[1]
+            for _ in range(8)
+        ]  # fmt: skip
+        await _run_fleet(workers, sweeper, store, [e.id for e in made])
+        assert peaks_by_group() == {"q": 1}  # not config's 5
+        rows = [await store.execution_get(e.id) for e in made]
+        assert all(r.attempt == 1 for r in rows) and any(r.reason == "concurrency_limit" for r in rows)
+    finally:
+        cleared = await store.tenant_quota_clear("runtime-quota")
+    assert cleared is not None and cleared.in_flight == 1
+    assert (await refresh.run_once()).tenant_limit("runtime-quota") == 5  # config's again, on every holder
+    assert all(w.caps.tenant_limit("runtime-quota") == 5 for w in workers)
+    assert await store.tenant_quota_clear("runtime-quota") is None

@@ -84,3 +84,12 @@ def test_watched_scopes_take_the_configured_cap() -> None:
     assert watched_scope("task:send", caps) == Scope("task", "send", 4)
     assert watched_scope("tenant:acme", caps) == Scope("tenant", "acme", 7)
     assert watched_scope("key:acme/k", caps) == Scope("key", "acme/k", 0)
+
+
+def test_runtime_quotas_replace_config_for_their_tenants_only() -> None:
+    base = Caps(tasks={"send": 5}, tenants={"acme": 10, "beta": 3}, tenant_default=4)
+    caps = flow.with_quotas(base, {"acme": 2, "gamma": 7})
+    assert (caps.tenant_limit("acme"), caps.tenant_limit("beta"), caps.tenant_limit("gamma"), caps.tenant_limit("other")) == (2, 3, 7, 4)
+    assert caps.tasks == {"send": 5} and caps.any
+    assert flow.with_quotas(base, {}) is base
+    assert flow.with_quotas(Caps(), {"acme": 1}).any  # a runtime quota alone makes the claim judge that tenant

@@ -66,3 +66,17 @@ RETURNING tenant, key;
 SELECT i.tenant, i.key, i.request_hash, i.job_id, i.response FROM idempotency_keys i
 JOIN unnest($1::text[], $2::text[]) AS k(tenant, key) ON i.tenant = k.tenant AND i.key = k.key
 WHERE i.created_at > clock_timestamp() - make_interval(secs => $3);
+
+-- name: tenant_quota_set
+-- Set tenant $1's in-flight quota to $2 (it overrides [concurrency]); returns the row.
+INSERT INTO tenant_quotas (tenant, in_flight) VALUES ($1, $2)
+ON CONFLICT (tenant) DO UPDATE SET in_flight = excluded.in_flight, updated_at = clock_timestamp()
+RETURNING tenant, in_flight, updated_at;
+
+-- name: tenant_quota_clear
+-- Remove tenant $1's runtime quota ([concurrency] applies again); returns it, or nothing when none was set.
+DELETE FROM tenant_quotas WHERE tenant = $1 RETURNING tenant, in_flight, updated_at;
+
+-- name: tenant_quota_list
+-- Every runtime quota, by tenant.
+SELECT tenant, in_flight, updated_at FROM tenant_quotas ORDER BY tenant;
