@@ -1190,6 +1190,7 @@ async def _status(args: argparse.Namespace, config: Config) -> None:
             ("by status", _counts(report["last_hour_by_status"])),
             ("late, by reason", _counts(report["late_last_hour_by_reason"])),
         ]),
+        ("now", [("parked, by reason", _counts({k: v for k, v in report["parked_by_reason"].items() if v}))]),
         ("due next", [(f"within {window}", f"{count:,}") for window, count in report["due_next"].items()]),
     ]  # fmt: skip
     for title, pairs in lines:

@@ -77,8 +77,9 @@ FLOW_WAIT = Histogram(
 FLOW_RELEASED = Counter(
     "schedulerd_concurrency_released_total", "Executions that waited for a concurrency slot and were let start (docs/tasks.md)"
 )
-FLOW_WAITING = Gauge(
-    "schedulerd_parked_by_reason", "Executions held back unrun now, by reason (concurrency_limit waits; parks due again soon)",
+PARKED_NOW = Gauge(
+    "schedulerd_parked_by_reason", "Executions held back unrun now, attempt not used, by reason (parked by a worker "
+    "and not due again yet: task_limit, rate_limited, breaker_open, admit_error; waiting for a slot: concurrency_limit)",
     ["reason"],
 )
 FLOW_IN_FLIGHT = Gauge(

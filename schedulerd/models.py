@@ -259,6 +259,11 @@ class ApiToken(_Row):
     revoked_at: datetime | None
 
 
+# Why an execution is held back unrun, attempt not used: parked by a worker (queued again, due
+# later) or waiting for a concurrency slot (pending). What "parked by reason" counts.
+PARK_REASONS = ("task_limit", "rate_limited", "breaker_open", "admit_error", "concurrency_limit")
+
+
 @dataclass(frozen=True)
 class TenantQuota(_Row):
     """A tenant's in-flight quota set at runtime (`schedulerd tenant quota`), over [concurrency]'s."""

@@ -30,13 +30,14 @@ class FleetOverview:
 async def fleet(store: Store, queue: DelayQueue, config: Config) -> FleetOverview:
     """Every replica's figures: replicas seen, queue depth (None when Redis does not answer: this is
     the screen used when things are broken), oldest queued and pending, start lag, recent outcomes,
-    the materialiser horizon, what falls due next and late runs by reason."""
+    the materialiser horizon, what falls due next, late runs by reason and what is parked by reason."""
     overview = await store.execution_overview()
     horizon, now = await store.job_horizon()
     replicas = await store.replica_list(seen_within_s=REPLICAS_SEEN_WITHIN_S)
     lag = await store.execution_recent_lag(within_s=LAG_WITHIN_S)
     forecast = await LateRuns(store, config).forecast()
     late_last_hour = await store.execution_late_counts(within_s=LATE_WITHIN_S)
+    parked = await store.execution_parked_counts()
     try:
         depth: int | None = await queue.depth()
     except UNREACHABLE:
@@ -70,6 +71,8 @@ async def fleet(store: Store, queue: DelayQueue, config: Config) -> FleetOvervie
         "due_next": dict(zip(map(window_label, forecast.windows_s), forecast.total)),
         # Occurrences of the last hour that did not start within their grace, by late reason.
         "late_last_hour_by_reason": late_last_hour,
+        # Held back unrun now, attempt not used: parked by a worker, or waiting for a concurrency slot.
+        "parked_by_reason": parked,
     }  # fmt: skip
     return FleetOverview(now, oldest_queued, oldest_pending, report)
 

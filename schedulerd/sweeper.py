@@ -105,8 +105,9 @@ class Sweeper:
         return result
 
     async def _flow_gauges(self) -> None:
-        """Executions waiting for a slot, and what runs in each limit an operator watches."""
-        metrics.FLOW_WAITING.labels("concurrency_limit").set(await self.store.flow_waiting_count())
+        """Executions held back unrun by reason, and what runs in each limit an operator watches."""
+        for reason, count in (await self.store.execution_parked_counts()).items():
+            metrics.PARKED_NOW.labels(reason).set(count)
         if not self.concurrency.watch:
             return
         watched = {name: flow.watched_scope(name, self.caps) for name in self.concurrency.watch}

@@ -173,11 +173,11 @@ def create_app(jobs: Jobs, store: Store, queue: DelayQueue, config: Config) -> F
 
 
 def create_ops_app(store: Store, queue: DelayQueue, config: Config) -> FastAPI:
-    """The operator endpoints (/metrics, /forecast, /stats/minutes, /healthz, /readyz, and the
-    page at / charting them), for the [ops] listener only: the tenant app above serves none of them."""
+    """The operator endpoints (/metrics, /fleet, /forecast, /stats/minutes, /healthz, /readyz, and
+    the page at / showing them), for the [ops] listener only: the tenant app above serves none of them."""
     app = FastAPI(title="schedulerd operator endpoints", docs_url=None, redoc_url=None, openapi_url=None)
     install_error_handlers(app)
-    app.include_router(ops.router(store, queue, top_tenants=config.forecast.top_tenants))
+    app.include_router(ops.router(store, queue, config))
     app.mount("/dashboard", StaticFiles(directory=DASHBOARD_DIR), name="dashboard")  # the page's script and style
     app.add_middleware(SecurityHeaders)
     return app

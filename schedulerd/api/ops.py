@@ -1,7 +1,8 @@
 """Operator endpoints: /metrics (Prometheus), /healthz (the process answers), /readyz
-(Postgres and Redis answer, the schema is current, every loop ticked recently), /forecast
-(executions due in the next 1, 5, 15 and 60 minutes, for autoscalers), /stats/minutes (the
-fleet's last minutes: counts and start lag) and / (a page charting the last two). Served only on
+(Postgres and Redis answer, the schema is current, every loop ticked recently), /fleet (what
+`schedulerd status` shows, the same figures from the same code, and the tenant quotas in force),
+/forecast (executions due in the next 1, 5, 15 and 60 minutes, for autoscalers), /stats/minutes
+(the fleet's last minutes: counts and start lag) and / (a page showing the fleet). Served only on
 the [ops] listener (api/app.py create_ops_app), never the tenants': /forecast and /metrics name
 the busiest tenants and the hosts they call. No token: keep [ops].host private.
 """
@@ -16,8 +17,9 @@ from fastapi import APIRouter, Query, Response
 from fastapi.responses import FileResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from schedulerd import health
+from schedulerd import health, overview
 from schedulerd.api.views import MINUTES_MAX, minute_view
+from schedulerd.config import Config
 from schedulerd.core import late
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store
@@ -27,8 +29,19 @@ CHECK_TIMEOUT_S = 2.0
 PAGE = Path(__file__).with_name("dashboard") / "ops.html"  # its script and style: /dashboard/ (app.py)
 
 
-def router(store: Store, queue: DelayQueue, *, top_tenants: int = 20) -> APIRouter:
+def router(store: Store, queue: DelayQueue, config: Config) -> APIRouter:
     ops = APIRouter()
+    top_tenants = config.forecast.top_tenants
+
+    @ops.get("/fleet", include_in_schema=False)
+    async def fleet() -> dict[str, Any]:
+        """`schedulerd status --json`'s report, and the tenant quotas in force (runtime over config)."""
+        report = (await overview.fleet(store, queue, config)).report
+        runtime = {q.tenant: q.in_flight for q in await store.tenant_quota_list()}
+        report["tenant_quotas"] = {
+            "runtime": runtime, "config": dict(config.concurrency.tenants), "default": config.concurrency.tenant_default,
+        }  # fmt: skip
+        return report
 
     @ops.get("/forecast", include_in_schema=False)
     async def forecast() -> dict[str, Any]:

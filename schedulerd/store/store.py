@@ -21,7 +21,7 @@ from schedulerd.errors import ConflictError
 from schedulerd.models import (
     ApiToken, Attempt, CancelPlan, Claim, Enqueue, Execution, FailedExecution, Forecast, IdempotencyRecord, Job, JobAction,
     JobFilter, LastExecution,
-    LateExecution, MinuteStats, Outcome, Redrive, TenantQuota, TenantStats, TzMovedJob, TzRecompute,
+    LateExecution, MinuteStats, Outcome, PARK_REASONS, Redrive, TenantQuota, TenantStats, TzMovedJob, TzRecompute,
 )  # fmt: skip
 from schedulerd.store.sql import QUERIES
 
@@ -633,8 +633,11 @@ class Store:
         rows = await self.db.fetch(QUERIES["execution_release_slot"], ids, *scheduled_for_bounds(ids), late_after_s)
         return [Enqueue(r["id"], r["scheduled_for"], r["tenant"], r["priority"]) for r in rows]
 
-    async def flow_waiting_count(self) -> int:
-        return await self.db.fetchval(QUERIES["flow_waiting_count"])
+    async def execution_parked_counts(self) -> dict[str, int]:
+        """Executions held back unrun now, by reason (every park reason and concurrency_limit, 0s included)."""
+        counts = dict.fromkeys(PARK_REASONS, 0)
+        counts.update({r["reason"]: r["n"] for r in await self.db.fetch(QUERIES["execution_parked_counts"])})
+        return counts
 
     async def flow_waiting_scopes(self, limit: int) -> list[tuple[str, str, str | None, int | None]]:
         rows = await self.db.fetch(QUERIES["flow_waiting_scopes"], limit)

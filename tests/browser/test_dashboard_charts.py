@@ -164,6 +164,13 @@ async def test_a_jobs_runs_upcoming_filter_pages_and_charts(
         assert float(await fleet_p50.get_attribute("data-value") or "nan") == pytest.approx(percentile(lags, 0.5))
         await expect(ops.locator(f'#fleet-forecast g.bar[data-label="60m"] rect[data-part="{served.tenant}"]')).to_have_count(1)
         await expect(ops.locator(f'#forecast-by-tenant tr.tenant[data-tenant="{served.tenant}"]')).to_be_visible()
+        # The fleet as `schedulerd status` shows it (/fleet: the same report): the daemon's replica, the figures by reason.
+        await expect(ops.locator("#replicas tr.replica")).to_have_count(1)
+        report = (await http.get(served.ops_url + "/fleet")).json()
+        await expect(ops.locator("#started")).to_have_text(f"{report['started_last_5m']:,}")
+        for element, figures in (("#late-by-reason", report["late_last_hour_by_reason"]), ("#parked-by-reason", report["parked_by_reason"])):
+            shown = ", ".join(f"{k} {n:,}" for k, n in figures.items() if n) or "none"
+            await expect(ops.locator(element)).to_have_text(shown)
         if os.environ.get("SCHEDULERD_UPDATE_SCREENSHOT"):
             # One picture: the job's page above the charts of the operator view.
             sheet = await browser.new_page(viewport={"width": 1280, "height": 900})

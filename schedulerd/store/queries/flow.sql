@@ -78,6 +78,12 @@ FROM executions e JOIN jobs j ON j.id = e.job_id
 WHERE e.status = 'pending' AND e.reason = 'concurrency_limit'
 LIMIT $1;
 
--- name: flow_waiting_count
--- How many executions wait for a concurrency slot now (the gauge; executions_waiting_slot holds only them).
-SELECT count(*) FROM executions WHERE status = 'pending' AND reason = 'concurrency_limit';
+-- name: execution_parked_counts
+-- Executions held back unrun now, by reason: parked (queued again with a park reason and not due
+-- again yet: executions_parked) and waiting for a concurrency slot (executions_waiting_slot).
+SELECT reason, count(*) AS n FROM executions
+WHERE status = 'queued' AND reason IN ('task_limit', 'rate_limited', 'breaker_open', 'admit_error')
+  AND due_at > clock_timestamp()
+GROUP BY reason
+UNION ALL
+SELECT 'concurrency_limit', count(*) FROM executions WHERE status = 'pending' AND reason = 'concurrency_limit';

@@ -93,7 +93,10 @@ LIMIT 1;
 
 -- name: execution_late_counts
 -- Late or missed occurrences with a recorded late reason scheduled in the last $1 seconds, per
--- reason (schedulerd status): a range scan of the executions_late index.
+-- reason (schedulerd status, the [ops] page): a range scan of the executions_late index. Only
+-- occurrences whose time has come: a future one a pause cancelled carries late reason paused for
+-- when its time comes, and is not late yet.
 SELECT late_reason, count(*) AS n FROM executions
 WHERE late_reason IS NOT NULL AND scheduled_for > clock_timestamp() - make_interval(secs => $1)
+  AND scheduled_for <= clock_timestamp()
 GROUP BY late_reason;

@@ -7,3 +7,9 @@ CREATE TABLE tenant_quotas (
     in_flight integer NOT NULL CHECK (in_flight BETWEEN 1 AND 100000),
     updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
+
+-- Executions parked now (queued again unrun with a park reason, due again later): the operator's
+-- "parked by reason" (schedulerd status, the [ops] page, the schedulerd_parked_by_reason gauge)
+-- reads only them, never the dispatch horizon's queued rows. A claim leaves the index (running).
+CREATE INDEX executions_parked ON executions (due_at)
+    WHERE status = 'queued' AND reason IN ('task_limit', 'rate_limited', 'breaker_open', 'admit_error');
