@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+from uuid import UUID
 
 import httpx
 import pytest
@@ -59,4 +60,31 @@ async def test_plan_and_save_an_edit_from_the_jobs_page(chromium: str, serve_das
         await expect(page.locator("#edit-verdict")).to_contain_text("Saved: version 3.")
         await page.click("#job-edit summary")
         await expect(page.locator("#job-priority")).to_have_text("9", timeout=10000)
+
+        # Limits: set a concurrency key and a rate limit, then a half-given one is refused naming
+        # the field, then an emptied key removes the concurrency limit.
+        await page.click("#job-edit summary")
+        await page.fill("#edit-concurrency-key", "customer:42")
+        await page.fill("#edit-concurrency-limit", "2")
+        await page.fill("#edit-rate-key", "vendor")
+        await page.fill("#edit-rate-limit", "10")
+        await page.fill("#edit-rate-window", "60")
+        await page.click("#edit-save")
+        await expect(page.locator("#edit-verdict")).to_contain_text("Saved: version 4.")
+        await page.click("#job-edit summary")
+        await expect(page.locator("#job-concurrency")).to_have_text("customer:42: 2 at once", timeout=10000)
+        await expect(page.locator("#job-rate-limit")).to_have_text("vendor: 10 per 60 s")
+        await page.click("#job-edit summary")
+        await page.fill("#edit-concurrency-limit", "")
+        await page.click("#edit-save")
+        await expect(page.locator("#edit-error")).to_contain_text("concurrency.limit")
+        await page.fill("#edit-concurrency-key", "")
+        await page.click("#edit-save")
+        await expect(page.locator("#edit-verdict")).to_contain_text("Saved: version 5.")
+        await page.click("#job-edit summary")
+        await expect(page.locator("#job-concurrency")).to_have_count(0, timeout=10000)
+        await expect(page.locator("#job-rate-limit")).to_have_text("vendor: 10 per 60 s")
+        row = await store.db.fetchrow("SELECT concurrency_key, concurrency_limit, rate_key, rate_limit, rate_window_s FROM jobs "
+                                      "WHERE id = $1", UUID(job_id))  # fmt: skip
+        assert tuple(row) == (None, None, "vendor", 10, 60.0)
         await browser.close()

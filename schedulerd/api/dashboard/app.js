@@ -232,6 +232,15 @@ function editForm(job) {
       <label>Priority <input id="edit-priority" name="priority" type="number" min="0" max="9" step="1" value="${esc(job.priority ?? 5)}"></label>
       <label>Max attempts <input id="edit-attempts" name="max_attempts" type="number" min="1" max="100" value="${esc(job.retry.max_attempts)}"></label>
       <label>Timeout (s) <input id="edit-timeout" name="timeout_s" type="number" step="any" value="${esc(job.timeout_s)}"></label>
+      <fieldset><legend title="at most this many of your runs with this key run at once, across the fleet (empty key: none)">Concurrency</legend>
+        <label>Key <input id="edit-concurrency-key" name="concurrency_key" value="${esc(job.concurrency?.key || "")}"></label>
+        <label>At once <input id="edit-concurrency-limit" name="concurrency_limit" type="number" min="1" max="100000" step="1"
+          value="${esc(job.concurrency?.limit ?? "")}"></label></fieldset>
+      <fieldset><legend title="at most this many starts per window of your runs with this key (empty key: none)">Rate limit</legend>
+        <label>Key <input id="edit-rate-key" name="rate_key" value="${esc(job.rate_limit?.key || "")}"></label>
+        <label>Starts <input id="edit-rate-limit" name="rate_limit" type="number" min="1" step="1" value="${esc(job.rate_limit?.limit ?? "")}"></label>
+        <label>Per (s) <input id="edit-rate-window" name="rate_window_s" type="number" min="0.001" step="any"
+          value="${esc(job.rate_limit?.window_s ?? "")}"></label></fieldset>
       <label>Params (JSON) <textarea id="edit-params" name="params" rows="2">${esc(JSON.stringify(job.params))}</textarea></label>
       <button id="edit-plan" type="submit" data-plan="true">Plan</button> <button id="edit-save" type="submit">Save</button>
     </form><div id="edit-result" role="status"></div></details>`;
@@ -249,6 +258,16 @@ function editChanges(form, job) {
   if (Number(value("priority")) !== (job.priority ?? 5)) body.priority = Number(value("priority"));
   if (Number(value("max_attempts")) !== job.retry.max_attempts) body.retry = { max_attempts: Number(value("max_attempts")) };
   if (Number(value("timeout_s")) !== job.timeout_s) body.timeout_s = Number(value("timeout_s"));
+  // A limit is replaced as a whole; an empty key removes it (null). A half-filled one is sent as
+  // it is, and the refusal names the missing field.
+  const concurrency = value("concurrency_key")
+    ? { key: value("concurrency_key"), limit: Number(value("concurrency_limit")) } : null;
+  const was = job.concurrency ?? null;
+  if (concurrency?.key !== was?.key || concurrency?.limit !== was?.limit) body.concurrency = concurrency;
+  const rate = value("rate_key")
+    ? { key: value("rate_key"), limit: Number(value("rate_limit")), window_s: Number(value("rate_window_s")) } : null;
+  const rated = job.rate_limit ?? null;
+  if (rate?.key !== rated?.key || rate?.limit !== rated?.limit || rate?.window_s !== rated?.window_s) body.rate_limit = rate;
   const params = JSON.parse(value("params") || "{}"); // a SyntaxError is shown, naming params
   if (JSON.stringify(params) !== JSON.stringify(job.params)) body.params = params;
   return body;
