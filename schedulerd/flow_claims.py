@@ -76,16 +76,24 @@ async def claim_limited(
     return claims, len(waiting)
 
 
-async def hold_back(store: Store, execution_ids: Sequence[UUID], caps: Caps, due_by: datetime | None) -> list[UUID]:
+async def hold_back(
+    store: Store, execution_ids: Sequence[UUID], caps: Caps, due_by: datetime | None, *, beside: Sequence[str | UUID] = ()
+) -> list[UUID]:
     """Inside the transaction of a guarded claim (its job locks held): of the executions its
-    overlap verdicts start, make those over a concurrency limit wait; returns the ones that start."""
-    candidates = _limited(await store.flow_candidates(execution_ids, due_by), caps, guarded=True)
-    if not candidates:
+    overlap verdicts start, make those over a concurrency limit wait; returns the ones that start.
+    `beside`: the rest of the popped batch. Its unguarded executions are judged in the same due
+    order without being claimed here: one due earlier keeps its slot for claim_limited, which
+    comes next, so a later guarded execution never takes that slot first."""
+    starting = set(execution_ids)
+    rows = await store.flow_candidates([*execution_ids, *(i for i in beside if UUID(str(i)) not in starting)], due_by)
+    unguarded = {r["id"] for r in rows if r["overlap"] == "allow"}
+    candidates = [c for c in _limited(rows, caps, guarded=True) if c[0] in starting or c[0] in unguarded]
+    if not any(i in starting for i, _, _ in candidates):
         return list(execution_ids)
     await store.flow_lock([scope.lock_id for _, own, _ in candidates for scope in own])
     _, wait = await _judge_locked(store, [(i, own) for i, own, _ in candidates])
-    _count_waits(candidates, await store.execution_wait_slot(wait) if wait else set())
-    held = set(wait)
+    held = {i for i in wait if i in starting}
+    _count_waits(candidates, await store.execution_wait_slot(sorted(held)) if held else set())
     return [i for i in execution_ids if i not in held]
 
 

@@ -37,7 +37,9 @@ async def claim_guarded(
     """Judge the due executions of guarded jobs among `execution_ids` and claim those that start.
     Ids of allow jobs, or not due, or no longer unstarted, are left alone. due_by: the instant
     due-ness is judged at (the pop's, for popped ids); None: Postgres's clock. One a verdict
-    starts but a concurrency limit (its key, or `caps`) has no room for waits for a slot instead."""
+    starts but a concurrency limit (its key, or `caps`) has no room for waits for a slot instead,
+    judged in due order with the allow jobs' limited executions among `execution_ids` (which
+    flow_claims.claim_limited claims next)."""
     if not execution_ids or not await store.job_guarded_of(execution_ids):
         return Judged()
     async with store.transaction() as tx:
@@ -78,7 +80,7 @@ async def claim_guarded(
         if cancel:
             await tx.execution_request_cancel(cancel)
         if start and not steered.issuperset(start):
-            limited = await flow_claims.hold_back(tx, [i for i in start if i not in steered], caps, due_by)
+            limited = await flow_claims.hold_back(tx, [i for i in start if i not in steered], caps, due_by, beside=execution_ids)
             settled |= {i for i in start if i not in steered} - set(limited)
             start = [i for i in start if i in steered] + limited
         claims = (

@@ -187,10 +187,11 @@ async def test_a_guarded_jobs_occurrence_waits_for_its_keys_slot_too(make_job, m
     _, guarded = await make_job("test.flow_probe", params={"seconds": 0.01}, overlap="skip", concurrency_key="g", concurrency_limit=1)
     worker = make_worker("replica-a")
     await worker.run_once()
-    rows = sorted([await store.execution_get(holder.id), await store.execution_get(guarded.id)], key=lambda r: r.status)
-    # One popped batch, judged by two claims (the overlap one, then the limited one): one slot.
+    rows = [await store.execution_get(holder.id), await store.execution_get(guarded.id)]
+    # One popped batch, judged by two claims (the overlap one, then the limited one): one slot, and
+    # it goes to the one due first (the unguarded holder), although the guarded claim judges first.
     assert [(r.status, r.reason, r.attempt) for r in rows] == [
-        (ExecutionStatus.PENDING, "concurrency_limit", 0), (ExecutionStatus.RUNNING, None, 1)]
+        (ExecutionStatus.RUNNING, None, 1), (ExecutionStatus.PENDING, "concurrency_limit", 0)]
     await _run_fleet([worker], Sweeper(store, queue, config.sweeper), store, [holder.id, guarded.id], timeout_s=20)
     assert [(await store.execution_get(e.id)).attempt for e in (holder, guarded)] == [1, 1]
 
