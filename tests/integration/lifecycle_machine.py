@@ -35,7 +35,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from schedulerd import tzchange, tzdb
 from schedulerd.apply import Apply, DriftError, declarations
 from schedulerd.cancels import CancelFilter, Cancels
-from schedulerd.config import Config, DispatcherConfig, JobsConfig, MaterialiserConfig, RetentionConfig, SweeperConfig, WorkerConfig
+from schedulerd.config import (
+    ConcurrencyConfig, Config, DispatcherConfig, JobsConfig, MaterialiserConfig, RetentionConfig, SweeperConfig, WorkerConfig,
+)  # fmt: skip
 from schedulerd.core.schedule import zone_rules
 from schedulerd.dead_letters import DeadLetters
 from schedulerd.errors import ConflictError, NotFoundError, TooLateError, ValidationError
@@ -48,6 +50,7 @@ from schedulerd.retention import Retention
 from schedulerd.store import Store
 from schedulerd.sweeper import Sweeper
 from schedulerd.tasks.registry import TaskContext, task
+from schedulerd.tenant_quotas import QuotaRefresh
 from schedulerd.transient import TRANSIENT_ERRORS
 from schedulerd.tzdb import TzDatabase
 from schedulerd.worker import Worker
@@ -76,6 +79,9 @@ DATA = st.data()  # an action's parameter that is the step's own draw source (it
 # whose length depends on timing draws under different bounds from one run to the next, which
 # hypothesis refuses as an inconsistent strategy (FlakyStrategyDefinition) when two runs share a prefix.
 PICK = st.integers(min_value=0, max_value=2**16 - 1)
+
+
+TENANT_QUOTA = 2  # t2's in-flight quota in config
 
 
 def pick(data: st.DataObject, items: Sequence[T], label: str | None = None) -> T:
@@ -214,6 +220,8 @@ class LifecycleMachine(RuleBasedStateMachine):
             jobs=JobsConfig(backoff_base_s=0.05, backoff_factor=1.0, timeout_s=5.0, max_attempts=3, backfill_per_s=50.0,
                             redrive_per_s=100.0),
             materialiser=MaterialiserConfig(horizon_s=300.0),
+            # t2's in-flight quota: config's 2, and set_quota lowers it to 1 at runtime and back (invariant 9).
+            concurrency=ConcurrencyConfig(tenants={"t2": TENANT_QUOTA}),
         )  # fmt: skip
         # Cron jobs in New York are created under "old" tz rules and version; tz_recompute installs the real ones.
         self._real_version = tzdb.installed_version
@@ -321,7 +329,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     async def _setup(self) -> None:
         self.store = await Store.connect(self.database_url, min_size=2, max_size=12)
         await self.store.db.execute(
-            "TRUNCATE jobs, executions, attempts, idempotency_keys, redrives, replicas, tz_recomputes, job_actions CASCADE"
+            "TRUNCATE jobs, executions, attempts, idempotency_keys, redrives, replicas, tz_recomputes, job_actions, tenant_quotas CASCADE"
         )
         self.queue = DelayQueue.connect(self.redis_url, self.prefix)
         self.shard_queues: dict[int, DelayQueue] = {1: self.queue}
@@ -329,12 +337,13 @@ class LifecycleMachine(RuleBasedStateMachine):
             self._hook(Store, name)
         for name in QUEUE_HOOKS:
             self._hook(DelayQueue, name)
-        self.sweeper = Sweeper(self.store, self.queue, self.config.sweeper, down_after_s=1.0)
+        self.sweeper = Sweeper(self.store, self.queue, self.config.sweeper, down_after_s=1.0, concurrency=self.config.concurrency)
         self.workers = {
             name: Worker(self.store, self.queue, self.config.worker, f"lifecycle-{name}", horizon_s=300.0,
-                         on_epoch_lost=self.sweeper.request_reconcile, late_grace_s=60.0)
+                         on_epoch_lost=self.sweeper.request_reconcile, late_grace_s=60.0, caps=self.config.concurrency.caps)
             for name in ("a", "b")
         }  # fmt: skip
+        self.quotas = QuotaRefresh(self.store, self.config.concurrency, [*self.workers.values(), self.sweeper])
         self.jobs = Jobs(self.store, self.queue, self.config)
         self.dead = DeadLetters(self.store, self.queue, self.config)
         self.cancels = Cancels(self.store)
@@ -758,6 +767,21 @@ class LifecycleMachine(RuleBasedStateMachine):
             waiting.set_result(verdict)
         self.run(self._turns(), f"release handler {str(key[0])[-6:]} fence {key[1]}: {verdict}")
 
+    @action(1, quota=st.sampled_from([1, None]))
+    def set_quota(self, quota: int | None) -> None:
+        """An operator changes t2's in-flight quota at runtime (1, or cleared: config's 2 again); the
+        replicas read it at once here (in a fleet: within [concurrency].refresh_s). A claim already
+        on its way judges by the caps it read: never more than the larger of the two (invariant 9)."""
+
+        async def go() -> None:
+            if quota is None:
+                await self.store.tenant_quota_clear("t2")
+            else:
+                await self.store.tenant_quota_set("t2", quota)
+            await self.quotas.run_once()
+
+        self.run(go(), f"set t2's quota to {quota or 'config'}")
+
     @action(3)
     def sweep(self) -> None:
         if self.busy("sweep"):
@@ -997,6 +1021,12 @@ class LifecycleMachine(RuleBasedStateMachine):
             "GROUP BY e.tenant, j.concurrency_key HAVING count(*) > max(j.concurrency_limit)"
         ):
             self.violations.append(f"concurrency key {r['tenant']}/{r['concurrency_key']} has {r['running']} running, limit {r['limit']}")
+
+        # 9. Tenant t2 never has more executions running than the largest quota it was given (config's
+        # 2; set_quota only lowers it), across both replicas, every claim path and every steering.
+        running = await self.store.db.fetchval("SELECT count(*) FROM executions WHERE tenant = 't2' AND status = 'running'")
+        if running > TENANT_QUOTA:
+            self.violations.append(f"tenant t2 has {running} running, its quota is at most {TENANT_QUOTA}")
 
     async def _check_servable(self, due: list[asyncpg.Record]) -> None:
         queue = self.sweeper.queue
