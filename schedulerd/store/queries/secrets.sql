@@ -60,7 +60,7 @@ ORDER BY created_at DESC, id DESC;
 
 -- name: signing_key_live
 -- Tenant $1's live signing keys with their sealed secrets, newest first (the worker signs with each).
-SELECT id, key_id, sealed FROM signing_keys
+SELECT id AS name, key_id, sealed FROM signing_keys
 WHERE tenant = $1 AND (retires_at IS NULL OR retires_at > clock_timestamp())
 ORDER BY created_at DESC, id DESC;
 
