@@ -748,7 +748,7 @@ class Secrets(BaseModel):
 
 
 class SigningKeyRotation(_Input):
-    grace_s: StrictFloat | StrictInt | None = Field(
+    grace_s: Seconds = Field(  # type: ignore[assignment]
         None, ge=0, le=MAX_SIGNING_GRACE_S,
         description="seconds the older live keys keep signing beside the new one (default [secrets].signing_grace_s)",
     )  # fmt: skip
