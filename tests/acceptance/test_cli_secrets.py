@@ -14,6 +14,7 @@ import pytest
 from schedulerd.config import SecretsConfig
 from schedulerd.keyring import Keyring
 from schedulerd.tenant_secrets import TenantSecrets
+from tests.conftest import wait_for
 
 KEY = base64.b64encode(os.urandom(32)).decode()
 WITH_KEY = {"SCHEDULERD_SECRETS_KEY": KEY}
@@ -94,3 +95,33 @@ async def test_reseal_moves_every_row_to_the_new_key(cli, store, tenant) -> None
     assert resealed.returncode == 0 and "resealed 1 secret(s)" in resealed.stdout, resealed.stderr
     opened = await TenantSecrets(store, Keyring.from_settings(new_key), SecretsConfig()).resolve(tenant, ["AUTH"])
     assert opened == {"AUTH": "v1"}
+
+
+async def test_the_daemon_signs_and_puts_secrets_in_end_to_end(cli, start_daemon, tenant) -> None:
+    """The daemon's own wiring ([secrets].key from the environment): a key rotated and a secret
+    set through the CLI, an http job run by `schedulerd run`; the target verifies the signature
+    with the documented snippet and receives the secret; the daemon's log never carries it."""
+    from tests.http_target import Target
+    from tests.webhook_receiver import documented_verify
+
+    target = Target()
+    try:
+        assert cli("secret", "set", "AUTH", "--tenant", tenant, stdin=VALUE, settings=WITH_KEY).returncode == 0
+        rotated = cli("signing-key", "rotate", "--tenant", tenant, settings=WITH_KEY)
+        secret = rotated.stdout.strip().splitlines()[-1]
+        daemon = start_daemon("replica-1", SCHEDULERD_HTTP_ALLOW_HOSTS="127.0.0.1:*", **WITH_KEY)
+        params = {"url": target.url + "/hook", "headers": {"Authorization": {"$secret": "AUTH"}}, "json": {"a": 1}}
+        created = cli("job", "create", "--task", "http", "--tenant", tenant, "--params", json.dumps(params))
+        assert created.returncode == 0, created.stderr
+
+        async def received() -> bool:
+            return target.count() > 0
+
+        await wait_for(received, timeout_s=30, interval_s=0.2)
+        [request] = target.requests
+        assert request.headers["Authorization"] == VALUE
+        assert documented_verify()(request.headers["X-Schedulerd-Signature"], [secret], request.method, request.path,
+                                   request.body, request.headers["Idempotency-Key"], request.headers["X-Fence-Token"])  # fmt: skip
+        assert "cli-test-value" not in daemon.log_text()
+    finally:
+        target.close()
