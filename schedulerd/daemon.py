@@ -77,8 +77,7 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
 def configure_http(config: Config, store: Store) -> None:
     """The http task's settings, and what it opens tenant secrets and signs requests with."""
     keyring = Keyring.from_settings(config.secrets.key, config.secrets.previous_keys)
-    signer = Signer(store, keyring, config.secrets.signing_cache_s) if keyring is not None else None
-    http.configure(config.http, TenantSecrets(store, keyring, config.secrets), signer)
+    http.configure(config.http, TenantSecrets(store, keyring, config.secrets), Signer.from_config(store, config.secrets))
 
 
 def build_loops(config: Config, store: Store, queue: DelayQueue, worker_id: str) -> dict[str, Any]:

@@ -101,6 +101,13 @@ class Signer:
         self._cache: dict[str, tuple[list[tuple[str, str]], float]] = {}  # tenant -> ((key id, secret), ...), monotonic expiry
         self._loading: dict[str, asyncio.Future[list[tuple[str, str]]]] = {}
 
+    @classmethod
+    def from_config(cls, store: Store, config: SecretsConfig) -> Signer | None:
+        """The signer of a process with these [secrets] settings; None without a key (then no
+        tenant can hold a signing key, and nothing is signed)."""
+        keyring = Keyring.from_settings(config.key, config.previous_keys)
+        return cls(store, keyring, config.signing_cache_s) if keyring is not None else None
+
     async def sign_request(
         self, tenant: str, method: str, url: str, body: bytes, *, idempotency_key: str = "", fence: str = "",
     ) -> dict[str, str]:  # fmt: skip
@@ -122,7 +129,13 @@ class Signer:
         loading = self._loading.get(tenant)
         if loading is None:
             loading = self._loading[tenant] = asyncio.ensure_future(self._load(tenant))
-            loading.add_done_callback(lambda done: (self._loading.pop(tenant, None), done.cancelled() or done.exception()))
+
+            def loaded(done: asyncio.Future[list[tuple[str, str]]]) -> None:
+                self._loading.pop(tenant, None)
+                if not done.cancelled():
+                    done.exception()  # its waiters get the error; a load whose waiters all left must not warn
+
+            loading.add_done_callback(loaded)
         return await asyncio.shield(loading)
 
     async def _load(self, tenant: str) -> list[tuple[str, str]]:
