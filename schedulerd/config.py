@@ -350,14 +350,16 @@ class Config:
 
 
     def _validate_secrets(self) -> None:
-        from schedulerd.keyring import parse_master_key
-
         secrets = self.secrets
-        for name, text in [("secrets.key", secrets.key)] * bool(secrets.key) + [("secrets.previous_keys", k) for k in secrets.previous_keys]:
-            try:
-                parse_master_key(text)
-            except ValueError as exc:  # the message never quotes the key
-                raise ConfigError(f"{name}: {exc}") from None
+        named = [("secrets.key", secrets.key)] * bool(secrets.key) + [("secrets.previous_keys", k) for k in secrets.previous_keys]
+        if named:  # imported only then: most processes without a key never load the cipher library
+            from schedulerd.keyring import parse_master_key
+
+            for name, text in named:
+                try:
+                    parse_master_key(text)
+                except ValueError as exc:  # the message never quotes the key
+                    raise ConfigError(f"{name}: {exc}") from None
         if secrets.previous_keys and not secrets.key:
             raise ConfigError("secrets.previous_keys needs secrets.key (the key that seals new rows)")
         if secrets.max_value_bytes < 1 or secrets.max_per_tenant < 1:
