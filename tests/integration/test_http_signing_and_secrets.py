@@ -67,6 +67,7 @@ async def test_requests_are_signed_and_the_documented_snippet_verifies_them(
     target, secrets, store, keyring, tenant, make_job, make_worker,
 ) -> None:  # fmt: skip
     issued = await SigningKeys(store, keyring, SecretsConfig()).rotate(tenant)
+    target.signing_secrets = [issued.secret]  # the target answers 401 to a request that does not verify
     target.script = [Reply(503, b"again")]
     _, execution = await make_job("http", tenant=tenant, params={"url": target.url + "/hook?x=1", "json": {"a": 1}},
                                   max_attempts=2, backoff_base_s=0.01)  # fmt: skip
@@ -81,6 +82,18 @@ async def test_requests_are_signed_and_the_documented_snippet_verifies_them(
     first = target.requests[0]
     assert not verify_signature(first.headers["X-Schedulerd-Signature"], [issued.secret], "POST", "/other", first.body,
                                 first.headers["Idempotency-Key"], first.headers["X-Fence-Token"])  # fmt: skip
+
+
+async def test_a_receiver_holding_another_secret_refuses_and_the_execution_fails_at_once(
+    target, secrets, store, keyring, tenant, make_job, make_worker,
+) -> None:  # fmt: skip
+    await SigningKeys(store, keyring, SecretsConfig()).rotate(tenant)
+    target.signing_secrets = ["whsec_not-the-tenants"]
+    _, execution = await make_job("http", tenant=tenant, params={"url": target.url}, max_attempts=5)
+
+    finished = await run_until_idle(make_worker(), store, execution.id)
+
+    assert finished.status == ExecutionStatus.FAILED and finished.attempt == 1 and "answered 401" in finished.last_error
 
 
 async def test_a_tenant_without_keys_sends_no_signature(target, secrets, make_job, make_worker, store, tenant) -> None:
