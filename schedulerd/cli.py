@@ -42,6 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     _job_commands(commands)
     _schedule_commands(commands)
     _tenant_commands(commands)
+    _secret_commands(commands)
     _execution_commands(commands)
     _apply_commands(commands)
     return parser
@@ -234,6 +235,34 @@ def _tenant_commands(commands: Commands) -> None:
     token_revoke = token.add_parser("revoke", help="revoke a token by id (the next request with it gets 401)")
     token_revoke.add_argument("id")
     token_revoke.add_argument("--json", action="store_true")
+
+
+def _secret_commands(commands: Commands) -> None:
+    """secret set | list | delete | reseal, signing-key rotate | list | retire (docs/webhooks.md)."""
+    secret = commands.add_parser("secret", help="tenant secrets, referenced from http params as {\"$secret\": NAME}")
+    secrets = secret.add_subparsers(dest="secret_command", required=True)
+    secret_set = secrets.add_parser("set", help="set or replace a secret: the value is read from standard input (or "
+                                    "asked for on a terminal), never from the arguments")  # fmt: skip
+    secret_set.add_argument("name")
+    secret_set.add_argument("value", nargs="?", help=argparse.SUPPRESS)  # only to refuse it without echoing it
+    secret_list = secrets.add_parser("list", help="a tenant's secrets: names and times, never values")
+    secret_delete = secrets.add_parser("delete", help="delete a secret (attempts that reference it then fail as permanent)")
+    secret_delete.add_argument("name")
+    for sub in (secret_set, secret_list, secret_delete):
+        sub.add_argument("--tenant", default="default", help="whose secret (default: default)")
+        sub.add_argument("--json", action="store_true")
+    secrets.add_parser("reseal", help="seal every secret and signing key with [secrets].key (after a change of key, "
+                       "with the old one in previous_keys)")  # fmt: skip
+    signing = commands.add_parser("signing-key", help="webhook signing keys (X-Schedulerd-Signature)")
+    keys = signing.add_subparsers(dest="signing_key_command", required=True)
+    rotate = keys.add_parser("rotate", help="a new signing key, printed once; older keys keep signing for --grace")
+    rotate.add_argument("--grace", help="how long older keys keep signing, e.g. 1h, 7d, 0s (default [secrets].signing_grace_s)")
+    key_list = keys.add_parser("list", help="a tenant's live signing keys: ids and times, never secrets")
+    retire = keys.add_parser("retire", help="stop signing with a key at once and delete its secret")
+    retire.add_argument("id")
+    for sub in (rotate, key_list, retire):
+        sub.add_argument("--tenant", default="default", help="whose keys (default: default)")
+        sub.add_argument("--json", action="store_true")
 
 
 def _execution_commands(commands: Commands) -> None:
@@ -1304,6 +1333,97 @@ async def _token_list_revoke(args: argparse.Namespace, config: Config) -> None:
     print(_table(rows, ("ID", "CREATED", "LAST USED", "REVOKED")) if rows else f"no tokens for tenant {args.tenant!r}")
 
 
+def _tenant_flag(tenant: str) -> str:
+    from schedulerd.jobs import TENANT_PATTERN
+
+    if not TENANT_PATTERN.match(tenant):
+        raise ValidationError("--tenant", "must be 1-64 characters of letters, digits, '_', '.', '-', starting with a letter or digit")
+    return tenant
+
+
+def _read_secret_value(name: str) -> str:
+    """The value from standard input (one trailing newline dropped, as `echo` adds one), or asked
+    for without echo on a terminal: never an argument, which `ps` and shell history would show."""
+    if sys.stdin is None:
+        raise ValidationError("value", "give the value on standard input")
+    if sys.stdin.isatty():
+        import getpass
+
+        return getpass.getpass(f"value of secret {name}: ")
+    value = sys.stdin.read()
+    return value[:-2] if value.endswith("\r\n") else value.removesuffix("\n")
+
+
+async def _secret(args: argparse.Namespace, config: Config) -> None:
+    """secret set | list | delete | reseal."""
+    from schedulerd.keyring import Keyring, require
+    from schedulerd.signing_keys import SigningKeys
+    from schedulerd.tenant_secrets import TenantSecrets, check_name
+
+    keyring = Keyring.from_settings(config.secrets.key, config.secrets.previous_keys)
+    command = args.secret_command
+    if command == "set" and args.value is not None:
+        raise ValidationError("value", "is read from standard input, never from the arguments (ps and shell history "
+                              "show those): printf %s \"$VALUE\" | schedulerd secret set NAME")  # fmt: skip
+    if command in ("set", "reseal"):
+        require(keyring)  # before asking for a value that could not be stored
+    tenant = _tenant_flag(args.tenant) if command != "reseal" else ""
+    value = _read_secret_value(check_name(args.name)) if command == "set" else ""
+    async with _Session(config) as jobs:
+        secrets = TenantSecrets(jobs.store, keyring, config.secrets)
+        if command == "reseal":
+            moved = await secrets.reseal(), await SigningKeys(jobs.store, keyring, config.secrets).reseal()
+            print(f"resealed {moved[0]} secret(s) and {moved[1]} signing key(s) with key {keyring.current_id if keyring else '-'}")
+            return
+        if command == "list":
+            entries = await secrets.entries(tenant)
+        else:
+            entries = [await (secrets.put(tenant, args.name, value) if command == "set" else secrets.delete(tenant, args.name))]
+    if args.json:
+        print(json.dumps([_jsonable(e) for e in entries] if command == "list" else _jsonable(entries[0])))
+    elif command == "list":
+        rows = [(e.name, _time(e.created_at), _time(e.updated_at)) for e in entries]
+        print(_table(rows, ("NAME", "CREATED", "UPDATED")) if rows else f"no secrets for tenant {tenant!r}")
+    else:
+        print(f"secret {entries[0].name} of tenant {tenant} {'set' if command == 'set' else 'deleted'}")
+
+
+async def _signing_key(args: argparse.Namespace, config: Config) -> None:
+    """signing-key rotate | list | retire: the new key's secret alone on the last line, shown once."""
+    from schedulerd.keyring import Keyring
+    from schedulerd.signing_keys import SigningKeys
+
+    command, tenant = args.signing_key_command, _tenant_flag(args.tenant)
+    grace_s = None
+    if command == "rotate" and args.grace is not None:
+        try:
+            grace_s = parse_duration_s(args.grace)
+        except ValueError as exc:
+            raise ValidationError("--grace", str(exc)) from None
+    async with _Session(config) as jobs:
+        keys = SigningKeys(jobs.store, Keyring.from_settings(config.secrets.key, config.secrets.previous_keys), config.secrets)
+        if command == "rotate":
+            try:
+                issued = await keys.rotate(tenant, grace_s)
+            except ValidationError as exc:
+                raise ValidationError("--grace", exc.message) from None
+        else:
+            entries = await keys.entries(tenant) if command == "list" else [await keys.retire(tenant, args.id)]
+    if command == "rotate":
+        if args.json:
+            print(json.dumps(_jsonable(issued)))
+            return
+        print(f"signing key {issued.id} for tenant {tenant} (the secret is shown once; give it to the receiver):")
+        print(issued.secret)
+    elif args.json:
+        print(json.dumps([_jsonable(e) for e in entries] if command == "list" else _jsonable(entries[0])))
+    elif command == "list":
+        rows = [(e.id, _time(e.created_at), _time(e.retires_at)) for e in entries]
+        print(_table(rows, ("ID", "CREATED", "RETIRES")) if rows else f"no signing keys for tenant {tenant!r}")
+    else:
+        print(f"signing key {entries[0].id} of tenant {tenant} retired")
+
+
 async def _migrate(args: argparse.Namespace, config: Config) -> None:
     from schedulerd import servers
     from schedulerd.store import migrate
@@ -1338,6 +1458,13 @@ COMMANDS = {
     ("token", "create"): _tenant_token,
     ("token", "list"): _token_list_revoke,
     ("token", "revoke"): _token_list_revoke,
+    ("secret", "set"): _secret,
+    ("secret", "list"): _secret,
+    ("secret", "delete"): _secret,
+    ("secret", "reseal"): _secret,
+    ("signing-key", "rotate"): _signing_key,
+    ("signing-key", "list"): _signing_key,
+    ("signing-key", "retire"): _signing_key,
     ("status", None): _status,
     ("apply", None): _apply,
     ("breakers", None): _breakers,
@@ -1370,7 +1497,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
             run(config)
             return 0
-        sub = getattr(args, f"{args.command}_command", None)
+        sub = getattr(args, f"{args.command.replace('-', '_')}_command", None)
         asyncio.run(COMMANDS[(args.command, sub)](args, config))
         return 0
     except (ValidationError, ConfigError, SchemaError) as exc:

@@ -20,6 +20,7 @@ from schedulerd.core.flow import MAX_LIMIT as MAX_CONCURRENCY_LIMIT
 from schedulerd.core.flow import Caps
 from schedulerd.errors import ConfigError
 
+MAX_SIGNING_GRACE_S = 30 * 86400.0  # the longest an older signing key may keep signing after a rotation
 MAX_CATCH_UP_LIMIT = 1000  # the largest catch_up_limit a job may have (schedulerd/jobs.py validates it)
 
 
@@ -185,6 +186,18 @@ class HttpConfig:
 
 
 @dataclass(frozen=True)
+class SecretsConfig:
+    """Tenant secrets and webhook signing keys, stored sealed (AES-256-GCM) with `key` (docs/webhooks.md)."""
+
+    key: str = field(default="", repr=False)  # base64 of 32 random bytes; empty: secret writes and signing-key rotations are refused
+    previous_keys: tuple[str, ...] = field(default=(), repr=False)  # older keys, to open rows sealed with them until `schedulerd secret reseal`
+    max_value_bytes: int = 8192  # largest secret value (UTF-8 bytes)
+    max_per_tenant: int = 1000  # most secrets one tenant may hold
+    signing_grace_s: float = 86400.0  # after a rotation, older signing keys keep signing this long unless retired sooner (seconds)
+    signing_cache_s: float = 10.0  # a worker reuses a tenant's signing keys this long before reading them again (seconds)
+
+
+@dataclass(frozen=True)
 class BreakerConfig:
     """Circuit breakers per task type (per target host for http), shared by replicas in Redis."""
 
@@ -240,6 +253,7 @@ class Config:
     api: ApiConfig = field(default_factory=ApiConfig)
     ops: OpsConfig = field(default_factory=OpsConfig)
     http: HttpConfig = field(default_factory=HttpConfig)
+    secrets: SecretsConfig = field(default_factory=SecretsConfig)
     breaker: BreakerConfig = field(default_factory=BreakerConfig)
     rate_limits: RateLimitsConfig = field(default_factory=RateLimitsConfig)
     late: LateConfig = field(default_factory=LateConfig)
@@ -324,6 +338,7 @@ class Config:
         if not self.http.timeout_s > 0 or self.http.excerpt_bytes < 0:
             raise ConfigError(f"http.timeout_s must be above 0 and http.excerpt_bytes at least 0, got "
                               f"{self.http.timeout_s} and {self.http.excerpt_bytes}")
+        self._validate_secrets()
         if not (self.late.down_after_s > 0 and self.forecast.interval_s > 0) or self.forecast.top_tenants < 0:
             raise ConfigError(f"late.down_after_s and forecast.interval_s must be above 0 and forecast.top_tenants at "
                               f"least 0, got {self.late.down_after_s}, {self.forecast.interval_s} and {self.forecast.top_tenants}")
@@ -335,6 +350,27 @@ class Config:
             raise ConfigError(f"api.token_cache_s must be at least 0, got {self.api.token_cache_s}")
         if not self.api.rate_window_s > 0:
             raise ConfigError(f"api.rate_window_s must be above 0, got {self.api.rate_window_s}")
+
+
+    def _validate_secrets(self) -> None:
+        secrets = self.secrets
+        named = [("secrets.key", secrets.key)] * bool(secrets.key) + [("secrets.previous_keys", k) for k in secrets.previous_keys]
+        if named:  # imported only then: most processes without a key never load the cipher library
+            from schedulerd.keyring import parse_master_key
+
+            for name, text in named:
+                try:
+                    parse_master_key(text)
+                except ValueError as exc:  # the message never quotes the key
+                    raise ConfigError(f"{name}: {exc}") from None
+        if secrets.previous_keys and not secrets.key:
+            raise ConfigError("secrets.previous_keys needs secrets.key (the key that seals new rows)")
+        if secrets.max_value_bytes < 1 or secrets.max_per_tenant < 1:
+            raise ConfigError(f"secrets.max_value_bytes and secrets.max_per_tenant must be at least 1, got "
+                              f"{secrets.max_value_bytes} and {secrets.max_per_tenant}")
+        if not 0 <= secrets.signing_grace_s <= MAX_SIGNING_GRACE_S or not secrets.signing_cache_s >= 0:
+            raise ConfigError(f"secrets.signing_grace_s must be between 0 and {MAX_SIGNING_GRACE_S:g} and "
+                              f"secrets.signing_cache_s at least 0, got {secrets.signing_grace_s} and {secrets.signing_cache_s}")
 
 
 def _coerce(section: str, key: str, raw: Any, kind: Any, from_env: bool) -> Any:

@@ -23,16 +23,19 @@ from schedulerd import __version__, clock, health, systemd, task_types, tzchange
 from schedulerd.config import Config
 from schedulerd.dispatcher import Dispatcher
 from schedulerd.errors import DuplicateWorkerError
+from schedulerd.keyring import Keyring
 from schedulerd.listeners import bind, check_free
 from schedulerd.materialiser import Materialiser
 from schedulerd.observer import Observer, replica_roles
 from schedulerd.queue import DelayQueue
 from schedulerd.retention import Retention
 from schedulerd.servers import Servers, connect, resolve
+from schedulerd.signing_keys import Signer
 from schedulerd.store import Store, migrate
 from schedulerd.sweeper import Sweeper
 from schedulerd.tasks import http, loader
 from schedulerd.tenant_quotas import QuotaRefresh
+from schedulerd.tenant_secrets import TenantSecrets
 from schedulerd.transient import TRANSIENT_ERRORS
 from schedulerd.worker import Worker
 
@@ -42,7 +45,6 @@ log = structlog.get_logger("schedulerd.daemon")
 async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
     """Run the configured loops until `stop` is set or one of them fails."""
     loader.load_modules(config.daemon.task_modules)
-    http.configure(config.http)
     if config.daemon.migrate_on_start:
         applied = await migrate(servers.database_url)
         if applied:
@@ -52,6 +54,7 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
         read_url=config.database.read_url,
     )  # fmt: skip
     try:
+        configure_http(config, store)
         worker_id = config.daemon.resolved_worker_id()
         # Before anything runs: a second live process with this id would adopt this one's rows.
         await claim_worker_id(
@@ -72,6 +75,12 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
         await http.close()
         await queue.close()
         await store.close()
+
+
+def configure_http(config: Config, store: Store) -> None:
+    """The http task's settings, and what it opens tenant secrets and signs requests with."""
+    keyring = Keyring.from_settings(config.secrets.key, config.secrets.previous_keys)
+    http.configure(config.http, TenantSecrets(store, keyring, config.secrets), Signer.from_config(store, config.secrets))
 
 
 def build_loops(config: Config, store: Store, queue: DelayQueue, worker_id: str) -> dict[str, Any]:

@@ -63,3 +63,13 @@ class SchemaError(SchedulerdError):
 class DuplicateWorkerError(SchedulerdError):
     """Another live process holds this replica's [daemon].worker_id: two with one id would take
     over each other's executions at the same fence."""
+
+
+class NotConfiguredError(ConfigError):
+    """The request needs a setting this deployment has not set (a secret write without
+    [secrets].key): the message names the setting. The API answers 409 `not_configured`."""
+
+
+class UnsealError(SchedulerdError):
+    """A sealed secret or signing key could not be opened: no [secrets].key or previous_keys entry
+    has its key id, or it was sealed for another tenant or name (its associated data differs)."""

@@ -274,6 +274,33 @@ class TenantQuota(_Row):
 
 
 @dataclass(frozen=True)
+class SecretEntry(_Row):
+    """A tenant secret as listed: its name and times, never its value."""
+
+    name: str
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class SigningKeyEntry(_Row):
+    """A webhook signing key as listed: its public id and times, never its secret."""
+
+    id: str
+    created_at: datetime
+    retires_at: datetime | None  # when it stops signing (set by the next rotation); None: until retired
+
+
+@dataclass(frozen=True)
+class Sealed(_Row):
+    """A sealed secret or signing key as read for opening (schedulerd/keyring.py)."""
+
+    name: str  # the secret's name, or the signing key's id
+    key_id: str
+    sealed: bytes
+
+
+@dataclass(frozen=True)
 class IdempotencyRecord(_Row):
     """The first result of a create made with an Idempotency-Key."""
 

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from tests.webhook_receiver import documented_verify
+
 
 @dataclass
 class Reply:
@@ -27,7 +29,9 @@ class Received:
 
 
 class Target:
-    """`failing` on: every request gets `failure`; off: `success`. `script` replies are used first."""
+    """`failing` on: every request gets `failure`; off: `success`. `script` replies are used first.
+    With `signing_secrets` set, a request whose X-Schedulerd-Signature does not verify (with the
+    function docs/webhooks.md documents) gets a 401 instead, as a verifying receiver answers."""
 
     def __init__(self) -> None:
         self.requests: list[Received] = []
@@ -35,16 +39,26 @@ class Target:
         self.success = Reply()
         self.failure = Reply(503, b"down for the test")
         self.failing = False
+        self.signing_secrets: list[str] | None = None
         self._lock = threading.Lock()
+        verify_signature = documented_verify()
         target = self
 
         class Handler(BaseHTTPRequestHandler):
             def _answer(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
+                secrets = target.signing_secrets
+                forged = secrets is not None and not verify_signature(
+                    self.headers.get("X-Schedulerd-Signature", ""), secrets, self.command, self.path, body,
+                    self.headers.get("Idempotency-Key", ""), self.headers.get("X-Fence-Token", ""),
+                )  # fmt: skip
                 with target._lock:
                     target.requests.append(Received(self.command, self.path, dict(self.headers), body))
-                    reply = target.script.pop(0) if target.script else (target.failure if target.failing else target.success)
+                    if forged:
+                        reply = Reply(401, b"signature does not verify")
+                    else:
+                        reply = target.script.pop(0) if target.script else (target.failure if target.failing else target.success)
                 if reply.delay_s:
                     threading.Event().wait(reply.delay_s)
                 self.send_response(reply.status)

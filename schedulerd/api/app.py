@@ -22,9 +22,12 @@ from schedulerd.api.services import Services
 from schedulerd.config import Config
 from schedulerd.intake import Intake, SharedBatches
 from schedulerd.jobs import Jobs
+from schedulerd.keyring import Keyring
 from schedulerd.queue import DelayQueue, RequestCounter
+from schedulerd.signing_keys import SigningKeys
 from schedulerd.store import Store
 from schedulerd.task_types import TaskTypes
+from schedulerd.tenant_secrets import TenantSecrets
 from schedulerd.tenants import Principal, Tenants
 
 BATCH_PATH = "/v1/jobs/batch"  # its body may be up to api.max_batch_body_bytes
@@ -119,9 +122,11 @@ def create_app(jobs: Jobs, store: Store, queue: DelayQueue, config: Config) -> F
     """The API and dashboard over these services (the daemon's own, or a test's)."""
     loader.load_modules(config.daemon.task_modules)
     intake = Intake(store, queue, config, TaskTypes(store, config.jobs.task_types_seen_within_s))
+    keyring = Keyring.from_settings(config.secrets.key, config.secrets.previous_keys)
     services = Services(jobs, store, queue, config, Tenants(store, config.api.token_cache_s),
                         RequestCounter(queue.client, config.redis.prefix),
-                        intake, SharedBatches(intake), store.reads)  # fmt: skip
+                        intake, SharedBatches(intake), store.reads,
+                        TenantSecrets(store, keyring, config.secrets), SigningKeys(store, keyring, config.secrets))  # fmt: skip
     bearer = HTTPBearer(auto_error=False, description="a tenant's API token: `schedulerd token create TENANT`")
 
     async def caller(request: Request, credentials: HTTPAuthorizationCredentials | None = Security(bearer)) -> Principal:

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from schedulerd.api.schemas import BODY_FIELDS, ErrorBody
-from schedulerd.errors import ConflictError, NotFoundError, ValidationError
+from schedulerd.errors import ConflictError, NotConfiguredError, NotFoundError, ValidationError
 from schedulerd.transient import TRANSIENT_ERRORS
 
 log = structlog.get_logger("schedulerd.api")
@@ -26,6 +26,10 @@ ERRORS: dict[int | str, dict[str, Any]] = {
                                "requests without a valid token from this address (see Retry-After)"),
                          (503, "Postgres or Redis did not answer (a failover, a restart): nothing was changed "
                                "unless the body says so; retry after Retry-After")]
+}  # fmt: skip
+NOT_CONFIGURED: dict[int | str, dict[str, Any]] = {
+    409: {"model": ErrorBody, "description": "`not_configured`: the deployment has no [secrets].key; or `conflict` "
+                                             "(a rotation past the live keys allowed)"}
 }  # fmt: skip
 
 
@@ -89,6 +93,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ConflictError)
     async def conflict(request: Request, exc: ConflictError) -> JSONResponse:
         return error_response(ApiError(409, "conflict", exc.message, field=BODY_FIELDS.get(exc.field, exc.field)))
+
+    @app.exception_handler(NotConfiguredError)
+    async def not_configured(request: Request, exc: NotConfiguredError) -> JSONResponse:
+        return error_response(ApiError(409, "not_configured", str(exc), limit="secrets.key"))
 
     @app.exception_handler(NotFoundError)
     async def not_found(request: Request, exc: NotFoundError) -> JSONResponse:

@@ -12,6 +12,7 @@ from pydantic import (
     AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, WithJsonSchema,
 )  # fmt: skip
 
+from schedulerd.config import MAX_SIGNING_GRACE_S
 from schedulerd.core.durations import parse_instant, text_problem
 from schedulerd.core.late import LateReason
 from schedulerd.job_fields import EDITABLE, doc, renamed
@@ -729,3 +730,41 @@ class ApplyPlan(BaseModel):
     undeclared: list[AppliedJob] = Field(..., description="no longer declared, kept (prune deletes them)")
     drifted: list[AppliedDrift] = Field(..., description="edited elsewhere; a plan lists them, an apply refuses (409) "
                                         "unless force")  # fmt: skip
+
+
+class SecretInput(_Input):
+    value: StrictStr = Field(..., min_length=1, description="the secret: stored sealed, never shown again (at most "
+                             "[secrets].max_value_bytes UTF-8 bytes); referenced from params as {\"$secret\": NAME}")
+
+
+class Secret(BaseModel):
+    name: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class Secrets(BaseModel):
+    items: list[Secret] = Field(..., description="this tenant's secrets by name; values are never shown")
+
+
+class SigningKeyRotation(_Input):
+    grace_s: Seconds = Field(  # type: ignore[assignment]
+        None, ge=0, le=MAX_SIGNING_GRACE_S,
+        description="seconds the older live keys keep signing beside the new one (default [secrets].signing_grace_s)",
+    )  # fmt: skip
+
+
+class SigningKey(BaseModel):
+    id: str = Field(..., description="the key id sent in X-Schedulerd-Signature (v1=<id>:<signature>)")
+    created_at: datetime
+    retires_at: datetime | None = Field(None, description="when it stops signing (set by the next rotation); null: until retired")
+
+
+class SigningKeys(BaseModel):
+    items: list[SigningKey] = Field(..., description="this tenant's live signing keys, newest first; secrets are never shown again")
+
+
+class IssuedSigningKey(BaseModel):
+    id: str
+    secret: str = Field(..., description="the receiver's verification secret: shown once, stored sealed")
+    created_at: datetime

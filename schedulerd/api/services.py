@@ -8,7 +8,9 @@ from schedulerd.config import Config
 from schedulerd.intake import Intake, SharedBatches
 from schedulerd.jobs import Jobs
 from schedulerd.queue import DelayQueue, RequestCounter
+from schedulerd.signing_keys import SigningKeys
 from schedulerd.store import Store
+from schedulerd.tenant_secrets import TenantSecrets
 from schedulerd.tenants import Tenants
 
 
@@ -23,3 +25,5 @@ class Services:
     intake: Intake  # batched creates
     shared: SharedBatches  # single creates, written together with concurrent ones
     reads: Store  # read-only views: the read replica's pool ([database].read_url), else `store`
+    secrets: TenantSecrets
+    signing_keys: SigningKeys

@@ -21,7 +21,8 @@ from schedulerd.errors import ConflictError
 from schedulerd.models import (
     ApiToken, Attempt, CancelPlan, Claim, Enqueue, Execution, FailedExecution, Forecast, IdempotencyRecord, Job, JobAction,
     JobFilter, LastExecution,
-    LateExecution, MinuteStats, Outcome, PARK_REASONS, Redrive, TenantQuota, TenantStats, TzMovedJob, TzRecompute,
+    LateExecution, MinuteStats, Outcome, PARK_REASONS, Redrive, Sealed, SecretEntry, SigningKeyEntry, TenantQuota, TenantStats,
+    TzMovedJob, TzRecompute,
 )  # fmt: skip
 from schedulerd.store.sql import QUERIES
 
@@ -706,6 +707,66 @@ class Store:
 
     async def tenant_quota_list(self) -> list[TenantQuota]:
         return [TenantQuota.from_row(r) for r in await self.db.fetch(QUERIES["tenant_quota_list"])]
+
+    # --- secrets and signing keys (sealed: keyring.py) -----------------------------------------
+
+    async def secrets_lock_tenant(self, scope: str) -> None:
+        """Inside a transaction: hold `scope` (a tenant, or "signing/" + tenant) until the commit."""
+        await self.db.execute(QUERIES["secrets_lock_tenant"], scope)
+
+    async def secret_count(self, tenant: str, name: str) -> tuple[int, bool]:
+        """(secrets the tenant holds, whether one is named `name`)."""
+        row = await self.db.fetchrow(QUERIES["secret_count"], tenant, name)
+        return row["held"], bool(row["exists"])
+
+    async def secret_put(self, tenant: str, name: str, key_id: str, sealed: bytes) -> SecretEntry:
+        return SecretEntry.from_row(await self.db.fetchrow(QUERIES["secret_put"], tenant, name, key_id, sealed))
+
+    async def secret_list(self, tenant: str) -> list[SecretEntry]:
+        return [SecretEntry.from_row(r) for r in await self.db.fetch(QUERIES["secret_list"], tenant)]
+
+    async def secret_get_many(self, tenant: str, names: Sequence[str]) -> list[Sealed]:
+        return [Sealed.from_row(r) for r in await self.db.fetch(QUERIES["secret_get_many"], tenant, list(names))]
+
+    async def secret_delete(self, tenant: str, name: str) -> SecretEntry | None:
+        row = await self.db.fetchrow(QUERIES["secret_delete"], tenant, name)
+        return SecretEntry.from_row(row) if row else None
+
+    async def secret_sealed_by_other_keys(self, key_id: str, limit: int) -> list[tuple[str, Sealed]]:
+        """(tenant, sealed secret) of up to `limit` secrets sealed with a key other than `key_id`."""
+        rows = await self.db.fetch(QUERIES["secret_sealed_by_other_keys"], key_id, limit)
+        return [(r["tenant"], Sealed(r["name"], r["key_id"], r["sealed"])) for r in rows]
+
+    async def secret_reseal(self, tenant: str, name: str, old_key_id: str, key_id: str, sealed: bytes) -> None:
+        await self.db.execute(QUERIES["secret_reseal"], tenant, name, old_key_id, key_id, sealed)
+
+    async def signing_key_prune(self, tenant: str) -> None:
+        await self.db.execute(QUERIES["signing_key_prune"], tenant)
+
+    async def signing_key_retire_older(self, tenant: str, grace_s: float) -> None:
+        await self.db.execute(QUERIES["signing_key_retire_older"], tenant, grace_s)
+
+    async def signing_key_insert(self, key_id: str, tenant: str, sealed_with: str, sealed: bytes) -> SigningKeyEntry:
+        row = await self.db.fetchrow(QUERIES["signing_key_insert"], key_id, tenant, sealed_with, sealed)
+        return SigningKeyEntry.from_row(row)
+
+    async def signing_key_list(self, tenant: str) -> list[SigningKeyEntry]:
+        return [SigningKeyEntry.from_row(r) for r in await self.db.fetch(QUERIES["signing_key_list"], tenant)]
+
+    async def signing_key_live(self, tenant: str) -> list[Sealed]:
+        return [Sealed.from_row(r) for r in await self.db.fetch(QUERIES["signing_key_live"], tenant)]
+
+    async def signing_key_delete(self, tenant: str, key_id: str) -> SigningKeyEntry | None:
+        row = await self.db.fetchrow(QUERIES["signing_key_delete"], tenant, key_id)
+        return SigningKeyEntry.from_row(row) if row else None
+
+    async def signing_key_sealed_by_other_keys(self, key_id: str, limit: int) -> list[tuple[str, Sealed]]:
+        """(tenant, sealed signing key) of up to `limit` keys sealed with a key other than `key_id`."""
+        rows = await self.db.fetch(QUERIES["signing_key_sealed_by_other_keys"], key_id, limit)
+        return [(r["tenant"], Sealed(r["id"], r["key_id"], r["sealed"])) for r in rows]
+
+    async def signing_key_reseal(self, signing_key_id: str, old_key_id: str, key_id: str, sealed: bytes) -> None:
+        await self.db.execute(QUERIES["signing_key_reseal"], signing_key_id, old_key_id, key_id, sealed)
 
     async def idempotency_prune(self, ttl_s: float, batch_size: int = 10000) -> int:
         """Delete idempotency keys past their TTL, a batch at a time; returns how many."""

@@ -132,7 +132,8 @@ COMMANDS = [
     ["job", "next", JOB], ["job", "backfill", JOB, "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z"],
     ["job", "why", JOB, "--at", "02:00"], ["tz", "report"], ["executions", "list"], ["executions", "show", JOB],
     ["executions", "redrive", JOB], ["executions", "list", "--late"], ["executions", "list", "--status", "failed"],
-    ["tenant", "create", "acme"], ["token", "create", "acme"],
+    ["tenant", "create", "acme"], ["token", "create", "acme"], ["secret", "list"], ["secret", "delete", "X"],
+    ["signing-key", "list"], ["signing-key", "retire", "k_0"],
 ]  # fmt: skip
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from schedulerd.api import create_app, create_ops_app, serve_api
 from schedulerd.listeners import bind
-from schedulerd.config import ApiConfig, Config, RedisConfig
+from schedulerd.config import ApiConfig, Config, RedisConfig, SecretsConfig
 from schedulerd.jobs import Jobs
 from schedulerd.queue import DelayQueue, RequestCounter
 from schedulerd.store import Store
@@ -75,11 +75,12 @@ class ApiServer:
 
 @pytest.fixture
 def start_api(config: Config, database_url: str, redis_url: str, redis_prefix: str) -> Iterator[Callable[..., ApiServer]]:
-    """Start in-process API servers (keyword arguments override [api] settings); stopped after."""
+    """Start in-process API servers (keyword arguments override [api] settings; `secrets` the
+    [secrets] section); stopped after."""
     started: list[ApiServer] = []
 
-    def start(read_url: str = "", **api: Any) -> ApiServer:
-        settings = replace(config, redis=RedisConfig(prefix=redis_prefix), api=ApiConfig(**api))
+    def start(read_url: str = "", secrets: SecretsConfig | None = None, **api: Any) -> ApiServer:
+        settings = replace(config, redis=RedisConfig(prefix=redis_prefix), api=ApiConfig(**api), secrets=secrets or config.secrets)
         started.append(ApiServer(settings, database_url, redis_url, read_url).start())
         return started[-1]
 
