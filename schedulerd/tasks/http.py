@@ -1,5 +1,6 @@
 """The built-in `http` task: call a tenant's webhook with the execution id as Idempotency-Key and
-the fence as X-Fence-Token. Decides only retry vs. permanent; the worker records the outcome.
+the fence as X-Fence-Token (and, while tracing is on, the attempt's span as traceparent). Decides
+only retry vs. permanent; the worker records the outcome.
 
 Only the target's own failures (no answer, a 5xx, a 429, a timeout) are retried and count against
 its circuit breaker. Anything that fails before a byte is sent (a bad header, a bad URL) is a
@@ -26,6 +27,8 @@ METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 # Set by schedulerd (or derived from the body), never by params, in any letter case: the target
 # relies on the first two, and a tenant's Host / framing headers could smuggle a second request.
 RESERVED_HEADERS = frozenset({"idempotency-key", "x-fence-token", "host", "content-length", "transfer-encoding"})
+# While tracing is on, the attempt's span calls the target: its traceparent replaces these if params set them.
+TRACE_HEADERS = frozenset({"traceparent", "tracestate"})
 _TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _settings = HttpConfig()
 _client: httpx.AsyncClient | None = None
@@ -213,6 +216,9 @@ async def _call(ctx: TaskContext, request: Request, settings: HttpConfig) -> tup
     url = httpx.URL(request.url).copy_with(host=addresses[0])
     headers = {**request.headers, "Host": httpx.URL(request.url).netloc.decode(),
                "Idempotency-Key": str(ctx.execution_id), "X-Fence-Token": str(ctx.fence)}  # fmt: skip
+    if ctx.traceparent is not None:
+        headers = {name: value for name, value in headers.items() if name.lower() not in TRACE_HEADERS}
+        headers["traceparent"] = ctx.traceparent
     extensions = {"sni_hostname": request.host} if url.scheme == "https" else {}
     async with _client_for_process().stream(
         request.method, url, headers=headers, content=request.body, json=request.json,
