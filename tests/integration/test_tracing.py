@@ -163,3 +163,19 @@ async def test_a_handed_back_attempt_span_says_so(client: Client, traced_worker:
     [span] = _attempts(exporter)
     assert span.attributes["schedulerd.outcome"] == "handed_back"
     assert span.status.status_code is trace.StatusCode.UNSET
+
+
+def test_the_sync_client_carries_the_callers_span(database_url: str, redis_url: str, redis_prefix: str,
+                                                   provider: TracerProvider) -> None:  # fmt: skip
+    from schedulerd import SyncClient
+    from schedulerd.config import load
+
+    config = load("/nonexistent.toml", {"SCHEDULERD_DATABASE_URL": database_url, "SCHEDULERD_REDIS_URL": redis_url,
+                                        "SCHEDULERD_REDIS_PREFIX": redis_prefix})  # fmt: skip
+    with SyncClient.connect(config) as client:
+        with provider.get_tracer("app").start_as_current_span("sync caller") as producer:
+            one = client.enqueue("noop", in_="1h")
+            [many] = client.enqueue_many([{"task": "noop", "in_": "1h"}])
+        ids = [one.execution_id, many.execution_id]  # type: ignore[union-attr]
+        rows = client._run(client.client.store.db.fetch("SELECT traceparent FROM executions WHERE id = ANY($1::uuid[])", ids))
+    assert [r["traceparent"] for r in rows] == [tracing_of(producer)] * 2
