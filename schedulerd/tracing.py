@@ -142,6 +142,9 @@ def configure(environ: Mapping[str, str]) -> Callable[[], None] | None:
     except ImportError:
         log.warning("tracing.sdk_missing", hint="pip install opentelemetry-sdk opentelemetry-exporter-otlp")
         return None
+    protocol = environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+    if protocol and protocol.strip() not in _OTLP_BY_PROTOCOL:
+        log.warning("tracing.protocol_unknown", protocol=protocol, using="grpc", known=sorted(_OTLP_BY_PROTOCOL))
     exporters = []
     for name in exporter_names(environ):
         found = importlib.metadata.entry_points(group="opentelemetry_traces_exporter", name=name)
