@@ -40,8 +40,9 @@ class Report:
     first_job_ids: list[str] = field(default_factory=list)  # of the first few created, for the summary
 
 
-def parse_line(text: str, number: int, tenant: str) -> Item | LineError:
-    """One NDJSON line as an intake item, or why it is refused (field named as the API does)."""
+def parse_line(text: str, number: int, tenant: str, traceparent: str | None = None) -> Item | LineError:
+    """One NDJSON line as an intake item carrying the trace context `traceparent`, or why it is
+    refused (field named as the API does)."""
     try:
         document = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
@@ -55,7 +56,7 @@ def parse_line(text: str, number: int, tenant: str) -> Item | LineError:
         body = JobBatchItem.model_validate(document)
     except PydanticValidationError as exc:
         return LineError(number, *pydantic_field(exc, "line"))
-    return Item(body.spec(line_tenant), body.idempotency_key, debounce=body.debounced())
+    return Item(body.spec(line_tenant), body.idempotency_key, debounce=body.debounced(), traceparent=traceparent)
 
 
 def numbered_lines(stream: IO[str]) -> Iterator[tuple[int, str]]:
@@ -87,9 +88,10 @@ class _Progress:
 
 async def create_from_lines(
     client: Client, lines: Iterable[tuple[int, str]], tenant: str, *, errors_out: IO[str] = sys.stderr,
-    batch_size: int = BATCH_SIZE,
+    batch_size: int = BATCH_SIZE, traceparent: str | None = None,
 ) -> Report:  # fmt: skip
-    """Parse and enqueue every line; refused lines are printed to `errors_out` as they are found."""
+    """Parse and enqueue every line, each carrying the trace context `traceparent` (the CLI's);
+    refused lines are printed to `errors_out` as they are found."""
     report = Report()
     progress = _Progress(errors_out)
     line_of: list[int] = []  # the line number of each item sent, by its index in the stream
@@ -103,7 +105,7 @@ async def create_from_lines(
     def items() -> Iterator[Item]:
         for number, text in lines:
             report.lines += 1
-            parsed = parse_line(text, number, tenant)
+            parsed = parse_line(text, number, tenant, traceparent)
             if isinstance(parsed, LineError):
                 refuse(parsed)
                 continue

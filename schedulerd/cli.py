@@ -169,6 +169,10 @@ def _job_create_flags(create: argparse.ArgumentParser) -> None:
                 field.flag, help=field.doc + field.flag_note, choices=field.choices or None,
                 **_CREATE_FLAG_OPTIONS.get(field.flag, {}),
             )  # fmt: skip
+    # Not a job field: the trace context the created one-off executions carry (docs/tracing.md).
+    create.add_argument("--traceparent", metavar="TRACEPARENT", help="W3C trace context of the caller's span "
+                        "(00-<trace id>-<parent id>-<flags>): the first attempt's span is its child; default: "
+                        "$TRACEPARENT (ignored when malformed; this flag is refused when malformed)")
     create.add_argument("--json", action="store_true")
 
 
@@ -400,6 +404,25 @@ def _job_spec(args: argparse.Namespace) -> Any:
     )  # fmt: skip
 
 
+def _traceparent(args: argparse.Namespace) -> str | None:
+    """The trace context `job create` stores: --traceparent, refused when malformed (it was typed
+    for this command), else $TRACEPARENT, ignored when malformed, as W3C Trace Context says of a
+    carrier (said on standard error)."""
+    from schedulerd.core import traceparent
+
+    if args.traceparent is not None:
+        given = traceparent.normalised(args.traceparent)
+        if given is None:
+            raise ValidationError("--traceparent", "must be a W3C traceparent: 00-<32 hex trace id>-<16 hex parent id>-"
+                                  f"<2 hex flags>, lower case, ids not all zeros; got {args.traceparent[:100]!r}")  # fmt: skip
+        return given
+    inherited = os.environ.get("TRACEPARENT")
+    found = traceparent.normalised(inherited)
+    if inherited is not None and found is None:
+        print("schedulerd: warning: TRACEPARENT is not a W3C traceparent; ignored", file=sys.stderr)
+    return found
+
+
 def _create_flag_error(exc: ValidationError) -> ValidationError:
     """Jobs name fields; the user of `job create` typed flags."""
     field = exc.field.split(".")[0].split("[")[0].split(" ")[0]
@@ -482,9 +505,9 @@ def _print_plan(plan: Any, as_json: bool) -> None:
               f"applied {d.applied_version}); differs in {what}; --force overwrites")  # fmt: skip
 
 
-async def _job_create_from_file(args: argparse.Namespace, config: Config) -> None:
+async def _job_create_from_file(args: argparse.Namespace, config: Config, context: str | None) -> None:
     """--from-file: the per-job flags do not apply (each line says what it wants), --tenant is
-    the default tenant of lines that name none."""
+    the default tenant of lines that name none; every line's execution carries trace `context`."""
     from schedulerd import bulk_create
     from schedulerd.client import Client
 
@@ -501,7 +524,8 @@ async def _job_create_from_file(args: argparse.Namespace, config: Config) -> Non
         raise ValidationError("--from-file", f"cannot read {args.from_file}: {exc.strerror}") from None
     try:
         async with await Client.connect(config) as client:
-            report = await bulk_create.create_from_lines(client, bulk_create.numbered_lines(stream), args.tenant)
+            report = await bulk_create.create_from_lines(client, bulk_create.numbered_lines(stream), args.tenant,
+                                                         traceparent=context)  # fmt: skip
     except UnicodeDecodeError as exc:
         raise ValidationError("--from-file", f"is not UTF-8 text ({exc.reason}); lines before it were created") from None
     finally:
@@ -523,8 +547,9 @@ async def _job_create(args: argparse.Namespace, config: Config) -> None:
     # The types of this deployment's task modules are accepted before any worker reported them
     # (a fresh install's first job), as the API replica accepts its own.
     loader.load_modules(config.daemon.task_modules)
+    context = _traceparent(args)
     if args.from_file is not None:
-        return await _job_create_from_file(args, config)
+        return await _job_create_from_file(args, config, context)
     if args.task is None:
         raise ValidationError("--task", "is required (or --from-file to create many)")
     from schedulerd.core.schedule import Run
@@ -540,7 +565,7 @@ async def _job_create(args: argparse.Namespace, config: Config) -> None:
         raise _create_flag_error(exc) from None
     async with _Session(config) as jobs:
         intake = Intake(jobs.store, jobs.queue, config, TaskTypes(jobs.store, config.jobs.task_types_seen_within_s))
-        (result,), _ = await intake.create_many([Item(spec, debounce=debounce)], with_jobs=True)
+        (result,), _ = await intake.create_many([Item(spec, debounce=debounce, traceparent=context)], with_jobs=True)
         if isinstance(result, Refused):
             raise _create_flag_error(ValidationError(result.field, result.message, result.limit))
         job = result.job

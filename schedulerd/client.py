@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import contextvars
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
@@ -24,7 +25,7 @@ import structlog
 
 from schedulerd import apply as apply_module
 from schedulerd import config as config_module
-from schedulerd import servers
+from schedulerd import servers, tracing
 from schedulerd.clock import ServerClock
 from schedulerd.config import Config
 from schedulerd.core.durations import parse_duration_s, parse_instant
@@ -131,9 +132,10 @@ class JobRequest:
     rate_limit: int | None = None
     rate_window: Duration | None = None
 
-    def item(self) -> Item:
-        """As the intake takes it; raises ValidationError naming the argument."""
-        return _item({f.name: getattr(self, f.name) for f in fields(self)})
+    def item(self, traceparent: str | None = None) -> Item:
+        """As the intake takes it (with the producer's trace context, if any); raises
+        ValidationError naming the argument."""
+        return _item({f.name: getattr(self, f.name) for f in fields(self)}, traceparent)
 
 
 _REQUEST_FIELDS = frozenset(f.name for f in fields(JobRequest))
@@ -141,9 +143,10 @@ _REQUEST_FIELDS = frozenset(f.name for f in fields(JobRequest))
 _ARGUMENT_OF = renamed("argument")
 
 
-def _item(options: Mapping[str, Any]) -> Item:
+def _item(options: Mapping[str, Any], traceparent: str | None = None) -> Item:
     """An intake item from JobRequest's fields (a mapping: enqueue_many builds no JobRequest per
-    item, which showed in its profile); raises ValidationError naming the argument."""
+    item, which showed in its profile), carrying the producer's trace context `traceparent`;
+    raises ValidationError naming the argument."""
     if type(options) is not dict and not isinstance(options, Mapping):
         raise ValidationError("item", f"must be a JobRequest or a mapping, got {type(options).__name__}")
     if not options.keys() <= _REQUEST_FIELDS:
@@ -168,7 +171,7 @@ def _item(options: Mapping[str, Any]) -> Item:
         rate_key=get("rate_key"), rate_limit=get("rate_limit"), rate_window_s=_seconds(get("rate_window"), "rate_window"),
     )  # fmt: skip
     debounce = Debounce.given(get("debounce_key"), _seconds(get("debounce_window"), "debounce_window"))
-    return Item(spec, get("idempotency_key"), debounce=debounce)
+    return Item(spec, get("idempotency_key"), debounce=debounce, traceparent=traceparent)
 
 
 # update_job's keyword arguments -> JobSpec's fields (job_fields.EDITABLE), and how each is read.
@@ -269,12 +272,15 @@ class Client:
         only if that transaction commits. Use `async with client.transaction(conn)` (or call
         `flush()` after the commit) to put it in Redis at once; otherwise the dispatcher does
         within [dispatcher].interval_s (as it does for the earliest of those held for flush()
-        past UNFLUSHED_MAX)."""
+        past UNFLUSHED_MAX).
+
+        The caller's current OpenTelemetry span, if any, is stored with the execution: its first
+        attempt's span is a child of it (docs/tracing.md)."""
         request = {"task": task, "params": params, **options}
         if connection is not None:
-            (result,) = await self._create([request], connection)
+            (result,) = await self._create([request], connection, traceparent=tracing.current())
         else:
-            result = await self.shared.create(_item(request))
+            result = await self.shared.create(_item(request, tracing.current()))
             if isinstance(result, Enqueued):
                 return result
         if isinstance(result, Refused):
@@ -299,9 +305,12 @@ class Client:
         connection: Connection | None = None,
     ) -> AsyncIterator[list[Result]]:  # fmt: skip
         """enqueue_many as a stream: yields each batch's results once it has committed (indexes
-        count from the first request), so a caller can report progress on a long input."""
+        count from the first request), so a caller can report progress on a long input. Each
+        execution carries the caller's current span, as enqueue's does (an intake Item given as
+        is carries its own traceparent)."""
         if not 1 <= batch_size <= 10_000:
             raise ValidationError("batch_size", f"must be between 1 and 10000, got {batch_size}")
+        traceparent = tracing.current()
         # BATCHES_IN_FLIGHT batches on as many pooled connections: the next ones are validated
         # while Postgres writes the others (one connection of the application's: one at a time).
         in_flight: collections.deque[asyncio.Task[list[Result]]] = collections.deque()
@@ -309,9 +318,9 @@ class Client:
         try:
             for chunk in _chunks(requests, batch_size):
                 if connection is not None:
-                    yield await self._create(chunk, connection, offset)
+                    yield await self._create(chunk, connection, offset, traceparent)
                 else:
-                    in_flight.append(asyncio.create_task(self._create(chunk, None, offset)))
+                    in_flight.append(asyncio.create_task(self._create(chunk, None, offset, traceparent)))
                     if len(in_flight) >= BATCHES_IN_FLIGHT:
                         yield await in_flight.popleft()
                 offset += len(chunk)
@@ -323,7 +332,8 @@ class Client:
             await asyncio.gather(*in_flight, return_exceptions=True)
 
     async def _create(
-        self, entries: list[JobRequest | Mapping[str, Any] | Item], connection: Connection | None, offset: int = 0
+        self, entries: list[JobRequest | Mapping[str, Any] | Item], connection: Connection | None, offset: int = 0,
+        traceparent: str | None = None,
     ) -> list[Result]:
         refused: list[Refused] = []
         as_given: set[int] = set()  # intake Items (the CLI's): their refusals keep the intake's field names
@@ -334,8 +344,8 @@ class Client:
                 try:
                     if isinstance(entry, Item):
                         as_given.add(index)
-                    item = entry if isinstance(entry, Item) else entry.item() if isinstance(entry, JobRequest) \
-                        else _item(entry)  # fmt: skip
+                    item = entry if isinstance(entry, Item) else entry.item(traceparent) if isinstance(entry, JobRequest) \
+                        else _item(entry, traceparent)  # fmt: skip
                 except ValidationError as exc:
                     refused.append(Refused(index, exc.field, exc.message))
                     continue
@@ -514,14 +524,15 @@ class SyncClient:
             runner.close()
             raise
 
-    def _run(self, call: Awaitable[T]) -> T:
-        return self._runner.run(call)  # type: ignore[arg-type]
+    def _run(self, call: Awaitable[T], context: contextvars.Context | None = None) -> T:
+        return self._runner.run(call, context=context)  # type: ignore[arg-type]
 
     def enqueue(self, task: str, params: Mapping[str, Any] | None = None, **options: Any) -> Enqueued:
-        return self._run(self.client.enqueue(task, params, **options))
+        # In the caller's context: its current span is the producer's (tracing.current).
+        return self._run(self.client.enqueue(task, params, **options), contextvars.copy_context())
 
     def enqueue_many(self, requests: Iterable[JobRequest | Mapping[str, Any]], *, batch_size: int = BATCH_SIZE) -> list[Result]:
-        return self._run(self.client.enqueue_many(requests, batch_size=batch_size))
+        return self._run(self.client.enqueue_many(requests, batch_size=batch_size), contextvars.copy_context())
 
     def update_job(
         self, job_id: UUID | str, *, tenant: str | None = None, dry_run: bool = False, if_version: int | None = None,

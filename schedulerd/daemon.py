@@ -19,7 +19,7 @@ from typing import Any
 
 import structlog
 
-from schedulerd import __version__, clock, health, systemd, task_types, tzchange, tzdb
+from schedulerd import __version__, clock, health, systemd, task_types, tracing, tzchange, tzdb
 from schedulerd.config import Config
 from schedulerd.dispatcher import Dispatcher
 from schedulerd.errors import DuplicateWorkerError
@@ -285,6 +285,8 @@ def run(config: Config) -> None:
             loop.add_signal_handler(signum, on_signal, signum)
         await serve(config, servers, stop)
 
+    # Before the worker is built: it asks for the tracer provider once (tracing.attempt_tracer).
+    flush_spans = tracing.configure(os.environ)
     try:
         try:
             import uvloop
@@ -293,4 +295,6 @@ def run(config: Config) -> None:
         except ImportError:
             asyncio.run(main())
     finally:
+        if flush_spans is not None:
+            flush_spans()
         servers.stop()

@@ -28,6 +28,7 @@ import structlog
 
 from schedulerd.clock import ServerClock
 from schedulerd.config import Config
+from schedulerd.core import traceparent
 from schedulerd.core.ids import execution_id
 from schedulerd.core.priority import DEFAULT as DEFAULT_PRIORITY
 from schedulerd.errors import ConflictError, ValidationError
@@ -41,12 +42,13 @@ from schedulerd.transient import enqueue_committed
 
 # Records made per job are slotted: a batch of thousands of them is what the garbage collector
 # walks, and a __dict__ apiece was a measurable share of enqueue_many's time.
-# job_insert_many's columns, in its order (values from jobs.validate; params go as JSON text).
+# job_insert_many's columns, in its order (values from jobs.validate; params go as JSON text; the
+# item's traceparent goes on its one-off execution).
 JOB_COLUMNS = (
     "id", "tenant", "name", "task", "params_json", "schedule_kind", "run_at", "cron", "timezone", "misfire_policy",
     "catch_up_limit", "window_s", "max_attempts", "backoff_base_s", "backoff_factor", "backoff_max_s", "timeout_s",
     "dst_repeated", "dst_missing", "tzdata_version", "overlap", "labels_json", "start_at", "end_at", "max_runs",
-    "priority", "concurrency_key", "concurrency_limit", "rate_key", "rate_limit", "rate_window_s",
+    "priority", "concurrency_key", "concurrency_limit", "rate_key", "rate_limit", "rate_window_s", "traceparent",
 )  # fmt: skip
 # A dispatch horizon no due time is inside: inside an application's transaction every new
 # execution is written pending, for the dispatcher to enqueue once it can see the row.
@@ -66,13 +68,15 @@ class Item:
     """One job to create. `request_hash` tells a replay (same key, same request) from a
     conflict (same key, another request); None: a hash of the spec. `answer`: what a keyed
     create records with its key for replays, built from the job row (JSON values); None: the
-    job id and first executions."""
+    job id and first executions. `traceparent`: the producer's trace context (W3C, checked by
+    core/traceparent.py), stored on a one-off's execution; a cron job's occurrences carry none."""
 
     spec: JobSpec
     idempotency_key: str | None = None
     request_hash: bytes | None = None
     answer: Callable[[Job], Any] | None = None
     debounce: Debounce | None = None
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,6 +329,7 @@ class Intake:
             try:
                 spec = _debounced(item) if item.debounce is not None else item.spec
                 values = validate(spec, self.config, now, known)
+                values["traceparent"] = traceparent.normalised(item.traceparent) if item.traceparent is not None else None
                 key = self._key(item)
             except ValidationError as exc:
                 results[slot] = _refusal(index, exc)
@@ -543,7 +548,9 @@ class Intake:
         await tx.debounce_make_many(sorted(last))
         shared = await tx.debounce_lock_many(sorted(last))
         params = columns.lists[JOB_COLUMNS.index("params_json")]
-        moves = [(at[0], at[1], last[k].run_at, params[last[k].row]) for k, at in shared.items() if at is not None]
+        traceparents = columns.lists[JOB_COLUMNS.index("traceparent")]
+        moves = [(at[0], at[1], last[k].run_at, params[last[k].row], traceparents[last[k].row])
+                 for k, at in shared.items() if at is not None]  # fmt: skip
         moved = await tx.debounce_extend_many(moves) if moves else {}  # type: ignore[arg-type]
         answered: dict[tuple[str, str], Enqueued] = {}
         if moved:

@@ -217,6 +217,7 @@ class Claim(_Row):
     rate_key: str | None = None  # its job's rate limit: rate_limit starts per rate_window_s (core/rate.py)
     rate_limit: int | None = None
     rate_window_s: float | None = None
+    traceparent: str | None = None  # the producer's trace context (W3C), for the attempt's span (tracing.py)
 
 
 @dataclass(frozen=True)

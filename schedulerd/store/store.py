@@ -1109,14 +1109,14 @@ class Store:
         return {(r["tenant"], r["key"]): (r["job_id"], r["execution_id"]) for r in rows}
 
     async def debounce_extend_many(
-        self, moves: Sequence[tuple[UUID, datetime, datetime, str]]
+        self, moves: Sequence[tuple[UUID, datetime, datetime, str, str | None]]
     ) -> dict[UUID, tuple[UUID, str, str, datetime]]:
-        """Move (execution id, scheduled_for, new due, params JSON) still unstarted; returns
-        {execution id: (job id, tenant, status, due_at)} of those moved."""
+        """Move (execution id, scheduled_for, new due, params JSON, traceparent) still unstarted;
+        returns {execution id: (job id, tenant, status, due_at)} of those moved."""
         ids = [m[0] for m in moves]
         rows = await self.db.fetch(
             QUERIES["debounce_extend_many"], ids, [m[1] for m in moves], [m[2] for m in moves], [m[3] for m in moves],
-            *scheduled_for_bounds(ids),
+            *scheduled_for_bounds(ids), [m[4] for m in moves],
         )  # fmt: skip
         return {r["id"]: (r["job_id"], r["tenant"], r["status"], r["due_at"]) for r in rows}
 

@@ -1,5 +1,6 @@
 """The built-in `http` task: call a tenant's webhook with the execution id as Idempotency-Key and
-the fence as X-Fence-Token. Decides only retry vs. permanent; the worker records the outcome.
+the fence as X-Fence-Token (and, while tracing is on, the attempt's span as traceparent). Decides
+only retry vs. permanent; the worker records the outcome.
 
 Only the target's own failures (no answer, a 5xx, a 429, a timeout) are retried and count against
 its circuit breaker. Anything that fails before a byte is sent (a bad header, a bad URL, a secret
@@ -37,6 +38,8 @@ METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 # relies on the first two, and a tenant's Host / framing headers could smuggle a second request.
 RESERVED_HEADERS = frozenset({"idempotency-key", "x-fence-token", "x-schedulerd-signature", "host", "content-length",
                               "transfer-encoding"})  # fmt: skip
+# While tracing is on, the attempt's span calls the target: its traceparent replaces these if params set them.
+TRACE_HEADERS = frozenset({"traceparent", "tracestate"})
 _TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _settings = HttpConfig()
 _secrets: TenantSecrets | None = None  # opens {"$secret": NAME} references; None: a reference fails the attempt
@@ -221,13 +224,16 @@ async def close() -> None:
 
 
 async def prepare(ctx: TaskContext, request: Request) -> tuple[Request, dict[str, str]]:
-    """The request as it will be sent (secrets put in, the body encoded, the ids and the signature
-    added), and the secret values it carries, to keep out of what the attempt records."""
+    """The request as it will be sent (secrets put in, the body encoded, the ids, the attempt's
+    traceparent and the signature added), and the secret values it carries, to keep out of what the attempt records."""
     values = await open_secrets(ctx.tenant, request.secret_names) if request.secret_names else {}
     if values:
         request = with_secrets(request, values)
     body, content_headers = encode_body(request)
     headers = {**request.headers, **content_headers, "Idempotency-Key": str(ctx.execution_id), "X-Fence-Token": str(ctx.fence)}
+    if ctx.traceparent is not None:
+        headers = {name: value for name, value in headers.items() if name.lower() not in TRACE_HEADERS}
+        headers["traceparent"] = ctx.traceparent
     if _signer is not None:
         try:
             headers.update(await _signer.sign_request(ctx.tenant, request.method, request.url, body or b"",

@@ -29,6 +29,9 @@ class TaskContext:
     attempt: int  # 1-based
     fence: int  # rises with every claim; a higher fence supersedes a lower one
     task: str
+    # The attempt's span as a W3C traceparent while tracing is on (docs/tracing.md), to pass
+    # downstream (the http task sends it); None when it is off.
+    traceparent: str | None = None
 
     @cached_property
     def log(self) -> Any:

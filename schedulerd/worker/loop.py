@@ -18,11 +18,12 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 import structlog
 
-from schedulerd import faults, flow_claims, health, metrics, overlap_claims
+from schedulerd import faults, flow_claims, health, metrics, overlap_claims, tracing
 from schedulerd.config import BreakerConfig, JobsConfig, LateConfig, RateLimitsConfig, WorkerConfig
 from schedulerd.core import rate
 from schedulerd.core.flow import NO_CAPS, Caps, Scope
@@ -76,6 +77,7 @@ class Worker:
         jobs_config: JobsConfig | None = None,
         caps: Caps = NO_CAPS,
         rate_config: RateLimitsConfig | None = None,
+        tracer_provider: Any = None,
     ) -> None:
         self.store = store
         # Fleet-wide concurrency caps ([concurrency], kept current by tenant_quotas.QuotaRefresh); a
@@ -114,6 +116,9 @@ class Worker:
         self.write_timeout_s = min(config.write_timeout_s, config.lease_s / 3)
         self._claim_terms = {"late_after_s": late_grace_s, "down_after_s": self.late_config.down_after_s}
         self.late_grace_s = late_grace_s
+        # A span per attempt when tracing is on (tracer_provider: OpenTelemetry's; None: the global
+        # one); None when it is off, decided once here, so an untraced attempt costs one check.
+        self.tracer = tracing.attempt_tracer(worker_id, tracer_provider)
 
     # --- pop and claim -----------------------------------------------------------------------
 
@@ -336,7 +341,8 @@ class Worker:
                 older.task.cancel()
             running = Running(claim)
             self.running[claim.id] = running
-            running.task = asyncio.create_task(self._execute(running))  # unnamed: naming cost 4% of a busy worker
+            # unnamed: naming cost 4% of a busy worker
+            running.task = asyncio.create_task(self._execute(running) if self.tracer is None else self._traced(running))
         metrics.IN_FLIGHT.set(len(self.running))
         return claims
 
@@ -349,10 +355,21 @@ class Worker:
 
     # --- running a handler -------------------------------------------------------------------
 
-    async def _execute(self, running: Running) -> None:
+    async def _traced(self, running: Running) -> None:
+        """_execute inside the attempt's span (tracing is on)."""
+        assert self.tracer is not None
+        with self.tracer.started(running.claim) as span:
+            result = await self._execute(running, self.tracer.traceparent(span))
+            if result is None:  # stopped on purpose: why is its outcome here
+                self.tracer.ended(span, str(running.stopped), None)
+            else:
+                self.tracer.ended(span, str(result.outcome), result.error)
+
+    async def _execute(self, running: Running, traceparent: str | None = None) -> attempt.Result | None:
+        """Run the attempt and record its outcome; returns its Result (None: stopped on purpose)."""
         claim = running.claim
         ctx = registry.TaskContext(
-            claim.id, claim.job_id, claim.tenant, claim.scheduled_for, claim.attempt, claim.fence, claim.task
+            claim.id, claim.job_id, claim.tenant, claim.scheduled_for, claim.attempt, claim.fence, claim.task, traceparent
         )
         began = time.monotonic()
         try:
@@ -364,7 +381,7 @@ class Worker:
             metrics.IN_FLIGHT.set(len(self.running))
             self._slot_free.set()
         if result is None:  # stopped on purpose: the attempt is recorded elsewhere
-            return
+            return None
         outcome, error = result.outcome, result.error
         self._record(claim, outcome, error, detail=result.detail, permanent=result.permanent, retry_after_s=result.retry_after_s)
         self.overrun.attempt_finished(claim.job_id, time.monotonic() - began)
@@ -372,6 +389,7 @@ class Worker:
             ctx.log.warning("worker.attempt_cancelled", reason="overlap")
         elif outcome is not AttemptOutcome.SUCCEEDED:  # a line per success is too many at 10,000/s
             ctx.log.warning("worker.attempt_failed", outcome=str(outcome), error=(error or "").splitlines()[-1][:200])
+        return result
 
     def _record(
         self, claim: Claim, outcome: AttemptOutcome, error: str | None, *, detail: str | None = None,

@@ -21,9 +21,9 @@ def cli(database_url: str, redis_url: str, redis_prefix: str) -> RunCli:
         "SCHEDULERD_REDIS_URL": redis_url, "SCHEDULERD_REDIS_PREFIX": redis_prefix,
     }  # fmt: skip
 
-    def run(*args: str, stdin: str | None = None, settings: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        """`settings`: more SCHEDULERD_* variables for this one command."""
-        return subprocess.run([sys.executable, "-m", "schedulerd", *args], env={**env, **(settings or {})},
+    def run(*args: str, stdin: str | None = None, environ: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """`environ`: variables set for this run beside the test's."""
+        return subprocess.run([sys.executable, "-m", "schedulerd", *args], env={**env, **(environ or {})},
                               capture_output=True, text=True, timeout=60, input=stdin)  # fmt: skip
 
     return run

@@ -31,10 +31,10 @@ def outputs(*results) -> str:  # type: ignore[no-untyped-def]
 
 
 async def test_secret_set_reads_stdin_and_never_prints_the_value(cli, store, tenant) -> None:
-    set_ = cli("secret", "set", "VENDOR_AUTH", "--tenant", tenant, stdin=VALUE + "\n", settings=WITH_KEY)
+    set_ = cli("secret", "set", "VENDOR_AUTH", "--tenant", tenant, stdin=VALUE + "\n", environ=WITH_KEY)
     assert set_.returncode == 0, set_.stderr
     assert f"secret VENDOR_AUTH of tenant {tenant} set" in set_.stdout
-    listed = cli("secret", "list", "--tenant", tenant, "--json", settings=WITH_KEY)
+    listed = cli("secret", "list", "--tenant", tenant, "--json", environ=WITH_KEY)
     assert listed.returncode == 0 and [e["name"] for e in json.loads(listed.stdout)] == ["VENDOR_AUTH"]
     table = cli("secret", "list", "--tenant", tenant)  # listing needs no key: nothing is opened
     assert table.returncode == 0 and "VENDOR_AUTH" in table.stdout
@@ -62,7 +62,7 @@ async def test_secret_set_reads_stdin_and_never_prints_the_value(cli, store, ten
     ],
 )
 def test_bad_input_exits_2_naming_the_field(cli, tenant, args, stdin, settings, named) -> None:
-    result = cli(*args, *(["--tenant", tenant] if "--tenant" not in args else []), stdin=stdin, settings=settings)
+    result = cli(*args, *(["--tenant", tenant] if "--tenant" not in args else []), stdin=stdin, environ=settings)
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert named in result.stderr and "Traceback" not in result.stderr
     assert "cli-test-value" not in outputs(result)
@@ -71,7 +71,7 @@ def test_bad_input_exits_2_naming_the_field(cli, tenant, args, stdin, settings, 
 
 
 def test_signing_key_rotate_prints_the_secret_once_list_and_retire(cli, tenant) -> None:
-    rotated = cli("signing-key", "rotate", "--tenant", tenant, settings=WITH_KEY)
+    rotated = cli("signing-key", "rotate", "--tenant", tenant, environ=WITH_KEY)
     assert rotated.returncode == 0, rotated.stderr
     key_id = rotated.stdout.split()[2]
     secret = rotated.stdout.strip().splitlines()[-1]
@@ -87,11 +87,11 @@ def test_signing_key_rotate_prints_the_secret_once_list_and_retire(cli, tenant) 
 
 
 async def test_reseal_moves_every_row_to_the_new_key(cli, store, tenant) -> None:
-    assert cli("secret", "set", "AUTH", "--tenant", tenant, stdin="v1", settings=WITH_KEY).returncode == 0
+    assert cli("secret", "set", "AUTH", "--tenant", tenant, stdin="v1", environ=WITH_KEY).returncode == 0
     new_key = base64.b64encode(os.urandom(32)).decode()
-    without_old = cli("secret", "reseal", settings={"SCHEDULERD_SECRETS_KEY": new_key})
+    without_old = cli("secret", "reseal", environ={"SCHEDULERD_SECRETS_KEY": new_key})
     assert without_old.returncode == 1 and "neither [secrets].key nor previous_keys" in without_old.stderr
-    resealed = cli("secret", "reseal", settings={"SCHEDULERD_SECRETS_KEY": new_key, "SCHEDULERD_SECRETS_PREVIOUS_KEYS": KEY})
+    resealed = cli("secret", "reseal", environ={"SCHEDULERD_SECRETS_KEY": new_key, "SCHEDULERD_SECRETS_PREVIOUS_KEYS": KEY})
     assert resealed.returncode == 0 and "resealed 1 secret(s)" in resealed.stdout, resealed.stderr
     opened = await TenantSecrets(store, Keyring.from_settings(new_key), SecretsConfig()).resolve(tenant, ["AUTH"])
     assert opened == {"AUTH": "v1"}
@@ -106,8 +106,8 @@ async def test_the_daemon_signs_and_puts_secrets_in_end_to_end(cli, start_daemon
 
     target = Target()
     try:
-        assert cli("secret", "set", "AUTH", "--tenant", tenant, stdin=VALUE, settings=WITH_KEY).returncode == 0
-        rotated = cli("signing-key", "rotate", "--tenant", tenant, settings=WITH_KEY)
+        assert cli("secret", "set", "AUTH", "--tenant", tenant, stdin=VALUE, environ=WITH_KEY).returncode == 0
+        rotated = cli("signing-key", "rotate", "--tenant", tenant, environ=WITH_KEY)
         secret = rotated.stdout.strip().splitlines()[-1]
         daemon = start_daemon("replica-1", SCHEDULERD_HTTP_ALLOW_HOSTS="127.0.0.1:*", **WITH_KEY)
         params = {"url": target.url + "/hook", "headers": {"Authorization": {"$secret": "AUTH"}}, "json": {"a": 1}}

@@ -26,7 +26,7 @@ from schedulerd.queue import DelayQueue
 from schedulerd.store import Store
 
 FIELDS = job_fields.FIELDS
-CREATE_FLAGS_BESIDES_FIELDS = {"--help", "--from-file", "--json"}  # not fields of a job
+CREATE_FLAGS_BESIDES_FIELDS = {"--help", "--from-file", "--json", "--traceparent"}  # not fields of a job
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import PydanticSerializationError
 
+from schedulerd import tracing
 from schedulerd.api import schemas
 from schedulerd.api.errors import ERRORS, ApiError, pydantic_error
 from schedulerd.api.routes.common import PAGE_SIZE_DOC, Cursor, actor, decode_cursor, encode_cursor, own_live_job, read_job
@@ -33,6 +34,10 @@ STATE_DOC = (f"a comma-separated list of {', '.join(JOB_STATES)}, or all; defaul
              "(done jobs, finished one-offs among them, are hidden), with deleted when include_deleted")  # fmt: skip
 IDEMPOTENCY_KEY = Header(None, alias="Idempotency-Key", min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$",
                          description="repeat a create safely: the same key returns the first result")  # fmt: skip
+# Not constrained here: W3C Trace Context says a malformed one is ignored, not refused (tracing.of_request).
+TRACEPARENT = Header(None, alias="traceparent", description=(
+    "W3C Trace Context of the caller's span: stored with each one-off execution created, whose first attempt's span "
+    "is its child (docs/tracing.md); ignored when malformed"))  # fmt: skip
 
 
 def _refused_view(index: int, code: str, field: str | None, message: str, limit: str | None) -> dict[str, Any]:
@@ -93,12 +98,16 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
 
     @api.post("/jobs", status_code=201, response_model=schemas.JobCreated, tags=["jobs"], summary="create a job",
               responses={409: {"model": schemas.ErrorBody, "description": "Idempotency-Key reused with another body"}})
-    async def create_job(body: schemas.JobCreate, who: Caller, idempotency_key: str | None = IDEMPOTENCY_KEY) -> Any:
+    async def create_job(
+        body: schemas.JobCreate, who: Caller, idempotency_key: str | None = IDEMPOTENCY_KEY,
+        traceparent: str | None = TRACEPARENT,
+    ) -> Any:  # fmt: skip
         spec = body.spec(who.tenant)
+        context = tracing.of_request(traceparent)
         # Shares a transaction with the creates of concurrent requests (intake.SharedBatches). A
         # key is claimed before the job is written, recorded with the response a replay answers.
-        item = Item(spec, debounce=body.debounced()) if idempotency_key is None \
-            else Item(spec, idempotency_key, _body_hash(body), _created, debounce=body.debounced())  # fmt: skip
+        item = Item(spec, debounce=body.debounced(), traceparent=context) if idempotency_key is None \
+            else Item(spec, idempotency_key, _body_hash(body), _created, body.debounced(), context)  # fmt: skip
         result = await services.shared.create(item)
         if isinstance(result, Refused):
             if result.code == "conflict":
@@ -115,8 +124,9 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
     @api.post("/jobs/batch", response_model=schemas.JobBatchResult, tags=["jobs"],
               summary="create up to api.batch_max jobs: each item is validated and answered on its own",
               responses={413: {"model": schemas.ErrorBody, "description": "body over api.max_batch_body_bytes"}})  # fmt: skip
-    async def create_batch(body: schemas.JobBatch, who: Caller) -> Any:
+    async def create_batch(body: schemas.JobBatch, who: Caller, traceparent: str | None = TRACEPARENT) -> Any:
         items = body.items
+        context = tracing.of_request(traceparent)
         if len(items) > config.api.batch_max:
             raise ApiError(422, "limit_exceeded", f"a batch holds at most {config.api.batch_max} items, got {len(items)}",
                            field="items", limit="api.batch_max")  # fmt: skip
@@ -133,7 +143,8 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
                 continue
             # Hashed apart from POST /v1/jobs: a key is one create's, by one endpoint.
             request_hash = hashlib.sha256(b"batch:" + item.model_dump_json(exclude={"idempotency_key"}).encode()).digest()
-            accepted.append(Item(item.spec(who.tenant), item.idempotency_key, request_hash, debounce=item.debounced()))
+            accepted.append(Item(item.spec(who.tenant), item.idempotency_key, request_hash, debounce=item.debounced(),
+                                 traceparent=context))  # fmt: skip
             numbers.append(index)
         done, _ = await services.intake.create_many(accepted, numbers=numbers) if accepted else ([], [])
         for result in done:

@@ -22,20 +22,22 @@ JOIN unnest($1::text[], $2::text[]) AS w(t, k) ON d.tenant = w.t AND d.key = w.k
 WHERE d.execution_id IS NOT NULL;
 
 -- name: debounce_extend_many
--- Under the keys' locks: move these executions to their new due instants ($3) and their jobs to
--- the latest params ($4, JSON text) and run_at, only while the execution has not started (pending
--- or queued, not waiting under an overlap policy): a claim that won the row first keeps it, and
--- the create then makes a new execution. Rows locked in id order. [$5, $6) bounds scheduled_for.
+-- Under the keys' locks: move these executions to their new due instants ($3) and the latest
+-- create's trace context ($7: its traceparent, or NULL), and their jobs to the latest params ($4,
+-- JSON text) and run_at, only while the execution has not started (pending or queued, not
+-- waiting under an overlap policy): a claim that won the row first keeps it, and the create then
+-- makes a new execution. Rows locked in id order. [$5, $6) bounds scheduled_for.
 -- Returns the executions moved, with their status (queued ones go back into Redis at the new due).
 WITH moves AS (
-    SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[], $4::text[]) AS m(id, scheduled_for, due_at, params)
+    SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[], $4::text[], $7::text[])
+        AS m(id, scheduled_for, due_at, params, traceparent)
 ), locked AS (
     SELECT e.id, e.scheduled_for FROM executions e
     WHERE e.id = ANY($1::uuid[]) AND e.scheduled_for >= $5 AND e.scheduled_for < $6
       AND e.status IN ('pending', 'queued') AND e.reason IS DISTINCT FROM 'overlap_buffered'
     ORDER BY e.id FOR NO KEY UPDATE
 ), moved AS (
-    UPDATE executions e SET due_at = m.due_at
+    UPDATE executions e SET due_at = m.due_at, traceparent = m.traceparent
     FROM locked l JOIN moves m ON m.id = l.id AND m.scheduled_for = l.scheduled_for
     WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
     RETURNING e.id, e.job_id, e.tenant, e.status, e.due_at

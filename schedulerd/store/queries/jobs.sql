@@ -153,7 +153,8 @@ CROSS JOIN LATERAL (
 -- $25 is false: inside an application's own transaction the commit is not ours to see, so they
 -- stay pending and the dispatcher enqueues them once they are visible. $26-$29: labels (JSON
 -- text), start_at, end_at, max_runs, $30: priority (the one-off's execution carries it too), $31-$35: the
--- concurrency key and limit, the rate key, limit and window (core/flow.py). Returns only the ids
+-- concurrency key and limit, the rate key, limit and window (core/flow.py), $36: the producer's
+-- traceparent, written on the one-off's execution (schedulerd/tracing.py). Returns only the ids
 -- written pending: usually none, and a row per execution cost the bulk create more than its
 -- insert did.
 WITH j AS (
@@ -161,11 +162,11 @@ WITH j AS (
                          $8::text[], $9::text[], $10::text[], $11::int[], $12::float8[], $13::int[], $14::float8[],
                          $15::float8[], $16::float8[], $17::float8[], $18::text[], $19::text[], $20::text[], $21::text[],
                          $26::text[], $27::timestamptz[], $28::timestamptz[], $29::int[], $30::smallint[], $31::text[],
-                         $32::int[], $33::text[], $34::int[], $35::float8[], $23::uuid[])
+                         $32::int[], $33::text[], $34::int[], $35::float8[], $36::text[], $23::uuid[])
         AS j(id, tenant, name, task, params, schedule_kind, run_at, cron, timezone, misfire_policy, catch_up_limit,
              window_s, max_attempts, backoff_base_s, backoff_factor, backoff_max_s, timeout_s, dst_repeated,
              dst_missing, tzdata_version, overlap, labels, start_at, end_at, max_runs, priority, concurrency_key,
-             concurrency_limit, rate_key, rate_limit, rate_window_s, execution_id)
+             concurrency_limit, rate_key, rate_limit, rate_window_s, traceparent, execution_id)
 ), job AS (
     INSERT INTO jobs (id, tenant, name, task, params, schedule_kind, run_at, cron, timezone,
                       misfire_policy, catch_up_limit, window_s, max_attempts, backoff_base_s,
@@ -179,11 +180,12 @@ WITH j AS (
            j.rate_key, j.rate_limit, j.rate_window_s, $22, $22
     FROM j
 ), execution AS (
-    INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enqueued_at, job_version, priority)
+    INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enqueued_at, job_version, priority,
+                            traceparent)
     SELECT j.execution_id, j.id, j.tenant, j.run_at, j.run_at,
            CASE WHEN $25 AND j.run_at <= clock_timestamp() + make_interval(secs => $24) THEN 'queued' ELSE 'pending' END,
            CASE WHEN $25 AND j.run_at <= clock_timestamp() + make_interval(secs => $24) THEN clock_timestamp() END, 1,
-           j.priority
+           j.priority, j.traceparent
     FROM j WHERE j.execution_id IS NOT NULL
     RETURNING id, status
 )

@@ -33,6 +33,7 @@
 -- executions, so no two such statements can deadlock. The CTE looks rows up by id alone (no join
 -- to jobs): a join let the planner walk the (job_id, scheduled_for) index over a spike's single
 -- instant, 200,000 rows filtered against 256 ids per claim (100 ms a batch).
+-- traceparent: the producer's trace context, for the attempt's span (schedulerd/tracing.py).
 WITH locked AS (
     SELECT e.id, e.scheduled_for,
            schedulerd_late_at_claim(e.attempt, e.late_reason, e.due_at, e.reason, e.scheduled_for, $6, $7) AS marked_late
@@ -64,7 +65,7 @@ WITH locked AS (
     RETURNING e.id, e.job_id, e.tenant, e.scheduled_for, e.due_at, e.attempt, e.fence, e.started_at,
               j.task, j.params, j.timeout_s, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s,
               j.overlap, l.marked_late, e.status, j.concurrency_key, j.concurrency_limit, j.rate_key, j.rate_limit,
-              j.rate_window_s
+              j.rate_window_s, e.traceparent
 ), held AS (
     UPDATE jobs j SET overlap_running = c.id, overlap_running_for = c.scheduled_for
     FROM claimed c WHERE $9 AND j.id = c.job_id AND c.status = 'running'
