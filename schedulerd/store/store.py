@@ -7,7 +7,7 @@ import contextlib
 import json
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -16,7 +16,7 @@ from uuid import UUID
 import asyncpg
 
 from schedulerd.core.flow import NO_CAPS, Caps
-from schedulerd.core.ids import scheduled_for_bounds
+from schedulerd.core.ids import EARLIEST, scheduled_for_bounds
 from schedulerd.errors import ConflictError
 from schedulerd.models import (
     ApiToken, Attempt, CancelPlan, Claim, Enqueue, Execution, FailedExecution, Forecast, IdempotencyRecord, Job, JobAction,
@@ -27,6 +27,8 @@ from schedulerd.models import (
 from schedulerd.store.sql import QUERIES
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+# How far back the all-tenant listing looks, step by step, before it reads everything.
+LIST_LOOKBACKS = (timedelta(days=1), timedelta(days=7), timedelta(days=31), None)
 # A server that became a standby (a failover demoted it) refuses writes with this.
 STANDBY_ERRORS: tuple[type[BaseException], ...] = (asyncpg.ReadOnlySQLTransactionError,)
 # The connection broke or hung: it is closed rather than used again. After a failover also: no
@@ -427,7 +429,15 @@ class Store:
     async def execution_list(
         self, *, tenant: str | None = None, job_id: UUID | None = None, status: str | None = None, limit: int = 50
     ) -> list[Execution]:
-        rows = await self.db.fetch(QUERIES["execution_list"], tenant, job_id, status, limit)
+        """Newest first (by scheduled time). A tenant's or a job's are read through their indexes
+        in that order; every tenant's are read a widening time range at a time (the last day, week,
+        month, then everything), so the newest page never sorts the whole history."""
+        steps = (None,) if tenant is not None or job_id is not None else LIST_LOOKBACKS
+        for lookback in steps:
+            since = EARLIEST if lookback is None else datetime.now(UTC) - lookback
+            rows = await self.db.fetch(QUERIES["execution_list"], tenant, job_id, status, limit, since)
+            if len(rows) >= limit:
+                break
         return [Execution.from_row(r) for r in rows]
 
     async def attempt_list(self, execution_id: UUID) -> list[Attempt]:

@@ -115,11 +115,14 @@ RETURNING e.*;
 SELECT * FROM executions WHERE id = $1 AND scheduled_for >= $2 AND scheduled_for < $3;
 
 -- name: execution_list
--- Executions newest first (by scheduled time), optionally filtered by tenant, job and status.
+-- Executions newest first (by scheduled time), optionally filtered by tenant, job and status, and
+-- scheduled at or after $5 (Store.execution_list widens it step by step for every tenant's
+-- executions, which no b-tree orders: each step reads one time range through the BRIN index).
 SELECT * FROM executions
 WHERE ($1::text IS NULL OR tenant = $1)
   AND ($2::uuid IS NULL OR job_id = $2)
   AND ($3::text IS NULL OR status = $3)
+  AND scheduled_for >= $5
 ORDER BY scheduled_for DESC, id DESC
 LIMIT $4;
 

@@ -48,7 +48,7 @@ GROUP BY m.minute, span.now ORDER BY m.minute;
 
 -- name: execution_minutes_fleet
 -- execution_minutes_tenant for every tenant at once (the [ops] listener): a range scan of
--- executions_scheduled_for over the last $1 minutes, so its cost grows with the fleet's rate.
+-- executions_scheduled_for (BRIN) over the last $1 minutes, so its cost grows with the fleet's rate.
 WITH span AS (SELECT date_trunc('minute', clock_timestamp()) - make_interval(mins => $1 - 1) AS first_minute,
                      clock_timestamp() AS now),
 recent AS (
