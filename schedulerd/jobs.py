@@ -539,6 +539,17 @@ def queued(executions: list[Execution]) -> list[Enqueue]:
     return [Enqueue(e.id, e.due_at, e.tenant, e.priority) for e in executions if e.status == ExecutionStatus.QUEUED]
 
 
+async def pause_in(tx: Store, job_id: UUID, at: datetime, note: str | None, by: str | None) -> tuple[Job, int] | None:
+    """The pause, inside the caller's transaction: the job stops, its unstarted executions are
+    cancelled (reason paused); a running one's retry, reclaim or park is cancelled when it comes
+    (the hot path's statements read the job's enabled flag). None: no such live job. Returns
+    (job, cancelled)."""
+    job = await tx.job_set_enabled(job_id, False, at, note, by)  # the cursor is unused when pausing
+    if job is None:
+        return None
+    return job, await tx.execution_cancel_for_job(job_id, "paused")
+
+
 class Jobs:
     def __init__(self, store: Store, queue: DelayQueue, config: Config, clock: Clock | None = None) -> None:
         self.store = store
@@ -568,12 +579,10 @@ class Jobs:
             check_actor(by)
         await self.get(job_id, tenant)
         async with self.store.transaction() as tx:
-            # the cursor is unused when pausing
-            job = await tx.job_set_enabled(job_id, False, self.clock.now(), note or None, by)
-            if job is None:
+            paused = await pause_in(tx, job_id, self.clock.now(), note or None, by)
+            if paused is None:
                 raise NotFoundError(f"job {job_id} not found")
-            cancelled = await tx.execution_cancel_for_job(job_id, "paused")
-        return job, cancelled
+        return paused
 
     async def resume(self, job_id: UUID, tenant: str | None = None) -> Job:
         """Start a paused cron job again from now (the paused stretch is not caught up). The

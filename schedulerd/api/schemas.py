@@ -752,3 +752,46 @@ class ApplyPlan(BaseModel):
     undeclared: list[AppliedJob] = Field(..., description="no longer declared, kept (prune deletes them)")
     drifted: list[AppliedDrift] = Field(..., description="edited elsewhere; a plan lists them, an apply refuses (409) "
                                         "unless force")  # fmt: skip
+
+
+class NotificationSettingIn(_Input):
+    """The tenant's notification setting: for its jobs without their own (a job's notify replaces it whole)."""
+
+    url: Text = Field(..., max_length=notify.MAX_URL, description="POST notices to this URL (docs/notifications.md)")
+    on: list[NotifyEvent] = Field(list(notify.DEFAULT_EVENTS), max_length=len(notify.EVENTS),
+                                  description="the events notified: failure, recovery, late, dead_letter")  # fmt: skip
+
+
+class NotificationSetting(BaseModel):
+    url: str | None = Field(None, description="where notices go (credentials masked); null: no tenant setting")
+    on: list[NotifyEvent] = Field(default_factory=list, description="the events notified")
+    updated_at: datetime | None = None
+
+
+class NotificationTestIn(_Input):
+    url: Text | None = Field(None, max_length=notify.MAX_URL, description="send here instead of the tenant's URL")
+
+
+class NotificationTestResult(BaseModel):
+    url: str = Field(..., description="where it was sent (credentials masked)")
+    delivered: bool = Field(..., description="the receiver answered 2xx")
+    status: int | None = Field(None, description="the receiver's HTTP status; null: no answer (see error)")
+    error: str | None = Field(None, description="why it was not delivered: the refusal, the failure, or the status")
+    notification_id: UUID = Field(..., description="the X-Schedulerd-Notification-Id the test notice carried")
+
+
+class Notice(BaseModel):
+    id: UUID
+    job_id: UUID
+    execution_id: UUID
+    event: Literal["failure", "recovery", "late", "dead_letter"]
+    status: Literal["pending", "sent", "given_up"]
+    attempts: int
+    last_status: int | None = Field(None, description="the receiver's last HTTP status")
+    last_error: str | None = None
+    created_at: datetime
+    sent_at: datetime | None = None
+
+
+class Notices(BaseModel):
+    items: list[Notice]

@@ -158,3 +158,23 @@ def redelivery_delay_s(attempt: int, base_s: float, max_s: float, rng: random.Ra
     ceiling doubling from base_s up to max_s (core/backoff.py), so receivers coming back after an
     outage are not all called at once."""
     return retry_delay(attempt, base_s, 2.0, max_s, rng)
+
+
+SENT, PENDING, GIVEN_UP, UNSENT = "sent", "pending", "given_up", "unsent"  # a notice's states
+_RETRIED_STATUSES = frozenset({408, 425, 429})  # client errors that say "later", not "never"
+
+
+def verdict(http_status: int | None, attempt: int, max_attempts: int, permanent: bool = False) -> str:
+    """What a send's answer makes of a notice: sent (2xx), pending (try again: no answer, a 5xx,
+    408, 425 or 429, attempts left) or given_up (another 4xx or 3xx, a refused or unsendable
+    URL: `permanent`, or attempts spent).
+
+    >>> verdict(204, 1, 10), verdict(503, 1, 10), verdict(None, 10, 10), verdict(404, 1, 10)
+    ('sent', 'pending', 'given_up', 'given_up')
+    """
+    if http_status is not None and 200 <= http_status < 300:
+        return SENT
+    retried = http_status is None or http_status >= 500 or http_status in _RETRIED_STATUSES
+    if permanent or not retried or attempt >= max_attempts:
+        return GIVEN_UP
+    return PENDING

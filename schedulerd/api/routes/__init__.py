@@ -4,7 +4,7 @@ from collections.abc import Awaitable, Callable
 
 from fastapi import APIRouter
 
-from schedulerd.api.routes import actions, apply, executions, jobs, lateness, operator, tenants
+from schedulerd.api.routes import actions, apply, executions, jobs, lateness, notifications, operator, tenants
 from schedulerd.api.services import Services
 from schedulerd.tenants import Principal
 
@@ -12,4 +12,4 @@ from schedulerd.tenants import Principal
 def routers(services: Services, caller: Callable[..., Awaitable[Principal]]) -> list[APIRouter]:
     """In the order to include them: lateness first, so /v1/executions/late is not read as an execution id,
     and actions before jobs, so /v1/jobs/actions/pause is not read as a job id."""
-    return [module.router(services, caller) for module in (lateness, actions, jobs, executions, operator, tenants, apply)]
+    return [module.router(services, caller) for module in (lateness, actions, jobs, executions, operator, tenants, apply, notifications)]
