@@ -191,6 +191,6 @@ class Notifier:
             if await self.store.notification_record(n["id"], n["attempts"], state, answer.status, answer.error, delay_s):
                 counts[state] += 1
             if state != notify.SENT:
-                log.warning("notifier.send_failed", notification_id=str(n["id"]), tenant=n["tenant"], event=n["event"],
+                log.warning("notifier.send_failed", notification_id=str(n["id"]), tenant=n["tenant"], notice=n["event"],
                             attempt=n["attempts"], error=answer.error, next=state)  # fmt: skip
         return counts[notify.SENT], counts[notify.PENDING], counts[notify.GIVEN_UP]

@@ -130,8 +130,18 @@ def pause_note(failures: int, last_error: str | None, limit: int = 500) -> str:
     >>> pause_note(3, "boom")
     'paused after 3 consecutive failed runs; last error: boom'
     """
-    note = f"paused after {failures} consecutive failed runs; last error: {last_error or 'none recorded'}"
+    note = f"paused after {failures} consecutive failed runs; last error: {error_line(last_error) or 'none recorded'}"
     return note if len(note) <= limit else note[: limit - 1] + "…"
+
+
+def error_line(error: str | None) -> str | None:
+    """An error's last non-empty line: the exception itself, without the traceback above it.
+
+    >>> error_line("Traceback (most recent call last):\n  ...\nValueError: boom\n")
+    'ValueError: boom'
+    """
+    lines = [line.strip() for line in (error or "").splitlines() if line.strip()]
+    return lines[-1] if lines else None
 
 
 def dashboard_link(public_url: str, execution_id: str) -> str:
