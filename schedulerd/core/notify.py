@@ -9,7 +9,6 @@ from __future__ import annotations
 import ipaddress
 import random
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -84,22 +83,6 @@ def check_url(url: str, allow_hosts: Sequence[str], allow_private: bool, field: 
     return url
 
 
-@dataclass(frozen=True, slots=True)
-class Setting:
-    """Where a job's notices go and which events are sent. An empty `events` sends nothing."""
-
-    url: str | None
-    events: tuple[str, ...]
-
-
-def effective(job_url: str | None, job_events: Sequence[str] | None, tenant: Setting | None) -> Setting | None:
-    """The job's own setting when it has one (events given, maybe empty: it opts out), else its
-    tenant's; None when neither has one. The job's replaces the tenant's whole, never merged."""
-    if job_events is not None:
-        return Setting(job_url, tuple(job_events))
-    return tenant
-
-
 def failed_event(redrives: int) -> str:
     """A failed execution's event: failure on its own run, dead_letter when a redrive of it failed again."""
     return FAILURE if redrives == 0 else DEAD_LETTER
@@ -135,7 +118,7 @@ def pause_note(failures: int, last_error: str | None, limit: int = 500) -> str:
 
 
 def error_line(error: str | None) -> str | None:
-    """An error's last non-empty line: the exception itself, without the traceback above it.
+    r"""An error's last non-empty line: the exception itself, without the traceback above it.
 
     >>> error_line("Traceback (most recent call last):\n  ...\nValueError: boom\n")
     'ValueError: boom'
