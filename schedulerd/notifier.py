@@ -18,7 +18,7 @@ from uuid import UUID
 
 import structlog
 
-from schedulerd import __version__
+from schedulerd import __version__, metrics
 from schedulerd.config import HttpConfig, NotifyConfig
 from schedulerd.core import notify
 from schedulerd.core.targets import redact
@@ -31,6 +31,7 @@ from schedulerd.tasks.registry import PermanentError
 log = structlog.get_logger("schedulerd.notifier")
 PAUSED_BY = "schedulerd:pause_after_failures"
 _ENCODER = json.JSONEncoder(default=str, allow_nan=False)
+_RESULT = {notify.SENT: "sent", notify.PENDING: "retried", notify.GIVEN_UP: "given_up"}  # a send's metric label
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,7 @@ class Notifier:
                     await pause_in(tx, row["job_id"], now, note, PAUSED_BY)
                     await tx.notify_job_streak(row["job_id"], row["tenant"], now)
                     paused += 1
+                    metrics.PAUSED_AFTER_FAILURES.inc()
                     log.warning("notifier.paused", job_id=str(row["job_id"]), tenant=row["tenant"],
                                 failures=row["pause_after_failures"], execution_id=str(row["id"]))  # fmt: skip
         return judged, paused
@@ -190,6 +192,7 @@ class Notifier:
                        if state == notify.PENDING else None)  # fmt: skip
             if await self.store.notification_record(n["id"], n["attempts"], state, answer.status, answer.error, delay_s):
                 counts[state] += 1
+                metrics.NOTICES.labels(n["event"], _RESULT[state]).inc()
             if state != notify.SENT:
                 log.warning("notifier.send_failed", notification_id=str(n["id"]), tenant=n["tenant"], notice=n["event"],
                             attempt=n["attempts"], error=answer.error, next=state)  # fmt: skip
