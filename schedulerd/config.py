@@ -226,7 +226,7 @@ class NotifyConfig:
     interval_s: float = 5.0  # how often the notifier looks for transitions and due notices (seconds)
     batch_size: int = 100  # transitions judged per kind (failures: per tenant), and notices sent, per pass
     lookback_s: float = 21600.0  # a run that failed or started late longer ago than this is not judged (a notifier down longer misses it; seconds)
-    history_s: float = 2592000.0  # how far back the consecutive-failure count and a recovery look (seconds)
+    history_s: float = 2592000.0  # how far back the consecutive-failure count looks (seconds)
     max_attempts: int = 10  # tries of one notice; then it is given up
     backoff_base_s: float = 5.0  # ceiling of the wait after a notice's first failed try, doubling per try, full jitter (seconds)
     backoff_max_s: float = 3600.0  # largest ceiling of that wait (seconds)

@@ -154,7 +154,7 @@ class Notifier:
 
     async def _recoveries(self) -> int:
         recovered = 0
-        for row in await self.store.notify_recovery_candidates(self.config.history_s, self.config.batch_size):
+        for row in await self.store.notify_recovery_candidates(self.config.lookback_s, self.config.batch_size):
             async with self.store.transaction() as tx:
                 if not await tx.notify_job_recovered(row["job_id"], row["failed_at"]):
                     continue  # a newer failure came, or another replica recorded this recovery

@@ -1096,8 +1096,8 @@ class Store:
     async def notify_late_candidates(self, lookback_s: float, limit: int) -> list[dict[str, Any]]:
         return [dict(r) for r in await self.db.fetch(QUERIES["notify_late_candidates"], lookback_s, limit)]
 
-    async def notify_recovery_candidates(self, history_s: float, limit: int) -> list[dict[str, Any]]:
-        return [dict(r) for r in await self.db.fetch(QUERIES["notify_recovery_candidates"], history_s, limit)]
+    async def notify_recovery_candidates(self, before_s: float, limit: int) -> list[dict[str, Any]]:
+        return [dict(r) for r in await self.db.fetch(QUERIES["notify_recovery_candidates"], before_s, limit)]
 
     async def notification_insert(
         self, notification_id: UUID, tenant: str, job_id: UUID, execution_id: UUID, round_: int, event: str,

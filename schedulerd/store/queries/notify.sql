@@ -54,8 +54,9 @@ ORDER BY e.scheduled_for, e.id LIMIT $2;
 
 -- name: notify_recovery_candidates
 -- Failing jobs (notify_jobs.failed_at set) with a succeeded execution that finished after
--- their newest failure (the first such, scheduled at most $1 s before that failure), at most $2,
--- with the failed_at read (the recovery clears it only if no newer failure came meanwhile).
+-- their newest failure (of those, the earliest scheduled, at most $1 s before that failure: the
+-- job's index is walked in scheduled order and stops at the first), at most $2, with the
+-- failed_at read (the recovery clears it only if no newer failure came meanwhile).
 SELECT f.job_id, f.failed_at, x.id, x.tenant, x.scheduled_for, x.finished_at, x.attempt, x.last_error, x.redrives,
        x.status, j.name, j.task, coalesce(j.notify_url, s.url) AS url, coalesce(j.notify_on, s.events, '{}') AS events
 FROM notify_jobs f JOIN jobs j ON j.id = f.job_id LEFT JOIN notify_settings s ON s.tenant = j.tenant
@@ -63,7 +64,7 @@ CROSS JOIN LATERAL (
     SELECT e.* FROM executions e
     WHERE e.job_id = f.job_id AND e.status = 'succeeded' AND e.finished_at > f.failed_at
       AND e.scheduled_for > f.failed_scheduled_for - make_interval(secs => $1)
-    ORDER BY e.finished_at, e.id LIMIT 1
+    ORDER BY e.scheduled_for LIMIT 1
 ) x
 WHERE f.failed_at IS NOT NULL
 ORDER BY f.failed_at LIMIT $2;
@@ -97,12 +98,13 @@ ON CONFLICT (job_id) DO UPDATE SET streak_from = excluded.streak_from;
 
 -- name: notify_job_recent_ends
 -- The statuses of job $1's newest $2 executions that ended (succeeded or failed), newest
--- scheduled first, among those scheduled in the last $3 s and finished after its streak start.
+-- scheduled first (the job's index walked backwards, stopping at $2), among those scheduled in
+-- the last $3 s and finished after its streak start.
 SELECT e.status FROM executions e LEFT JOIN notify_jobs f ON f.job_id = e.job_id
 WHERE e.job_id = $1 AND e.status IN ('succeeded', 'failed')
   AND e.scheduled_for > clock_timestamp() - make_interval(secs => $3)
   AND (f.streak_from IS NULL OR e.finished_at > f.streak_from)
-ORDER BY e.scheduled_for DESC, e.id DESC LIMIT $2;
+ORDER BY e.scheduled_for DESC LIMIT $2;
 
 -- name: notification_claim_due
 -- Take up to $1 notices due to be sent (SKIP LOCKED: replicas split them) and hold them for $2 s:
