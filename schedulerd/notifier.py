@@ -56,14 +56,15 @@ class Answer:
 
 
 def headers_for(notice_id: str, event: str) -> dict[str, str]:
-    """schedulerd's headers on a notice. Every send (queued notices and the test one) takes its
-    headers here, so a signature over the body is one step added in this one place."""
+    """schedulerd's headers on a notice (send() adds them to every one)."""
     return {"Content-Type": "application/json", "User-Agent": f"schedulerd/{__version__}",
             notify.ID_HEADER: notice_id, notify.EVENT_HEADER: event}  # fmt: skip
 
 
 async def send(url: str, body: str, notice_id: str, event: str, settings: HttpConfig, timeout_s: float) -> Answer:
-    """POST one notice through the http task's send path (its target check and allow-list)."""
+    """POST one notice through the http task's send path (its target check and allow-list).
+    Every notice, queued or the test one, is sent here with its final body in hand: a signature
+    over the body is one header added to headers_for's in this one place."""
     try:
         request = http.parse_params(
             {"url": url, "method": "POST", "body": body, "timeout_s": min(timeout_s, settings.timeout_s)}, settings

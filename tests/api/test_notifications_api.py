@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+from uuid import UUID, uuid4
 
 import httpx
 import pytest
@@ -74,7 +75,13 @@ async def test_pause_after_failures_is_for_recurring_jobs(client: httpx.AsyncCli
     assert "recurring" in refused.json()["error"]["message"]
 
 
-async def test_a_tenants_setting_is_its_own(client: httpx.AsyncClient, api: Any, make_tenant: Callable[..., Any]) -> None:
+async def test_a_tenants_setting_is_its_own(
+    client: httpx.AsyncClient, api: Any, make_tenant: Callable[..., Any], store: Store
+) -> None:  # fmt: skip
+    job = (await client.post("/v1/jobs", json=CRON)).json()["job"]
+    await store.notification_insert(uuid4(), client.tenant, UUID(job["id"]), uuid4(), 0, "failure", None,  # type: ignore[attr-defined]
+                                    "https://hooks.example.com/team", "{}", "sent")  # fmt: skip
+    assert len((await client.get("/v1/notifications/sent")).json()["items"]) == 1
     assert (await client.get("/v1/notifications")).json() == {"url": None, "on": [], "updated_at": None}
     put = await client.put("/v1/notifications", json={"url": "https://hooks.example.com/team", "on": ["recovery", "failure"]})
     assert put.status_code == 200, put.text

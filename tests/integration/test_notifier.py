@@ -16,6 +16,7 @@ import pytest
 
 from schedulerd.config import Config, HttpConfig, NotifyConfig
 from schedulerd.core import notify
+from schedulerd.errors import ValidationError
 from schedulerd.jobs import Jobs, JobSpec
 from schedulerd.models import Execution, ExecutionStatus, Job
 from schedulerd.notifier import Notifier
@@ -242,3 +243,18 @@ async def test_a_refused_receiver_is_given_up_at_once(jobs, store, local_config,
     assert (result.failures, result.given_up) == (1, 1)
     error = await store.db.fetchval("SELECT last_error FROM notifications")
     assert error.startswith("refused: host '127.0.0.1' resolves to a private address")
+
+
+async def test_the_client_takes_and_edits_the_notification_arguments(store, queue, local_config, receiver) -> None:
+    from schedulerd.client import Client
+
+    client = Client(store, queue, local_config, owned=False)
+    made = await client.enqueue("noop", cron=YEARLY, notify_url=receiver.url, notify_on=["late", "failure"],
+                                pause_after_failures=4)  # fmt: skip
+    job = await store.job_get(made.job_id)
+    assert (job.notify_url, job.notify_on, job.pause_after_failures) == (receiver.url, ["failure", "late"], 4)
+    edit = await client.update_job(made.job_id, notify_on=["recovery"], pause_after_failures=None)
+    assert (edit.job.notify_url, edit.job.notify_on, edit.job.pause_after_failures) == (receiver.url, ["recovery"], None)
+    with pytest.raises(ValidationError) as refused:
+        await client.enqueue("noop", cron=YEARLY, notify_url="http://10.0.0.1/hook")
+    assert refused.value.field == "notify_url"
