@@ -69,8 +69,9 @@ FIELDS: tuple[JobField, ...] = (
              "POST a notice of the events in notify.on to this URL (docs/notifications.md); the job's setting replaces "
              "its tenant's (GET /v1/notifications)", editable=True),
     JobField("notify_on", "notify_on", "notify.on", "--notify-on",
-             "the events notified: failure, recovery, late, dead_letter (default failure, recovery; none: this job "
-             "sends no notice, not even its tenant's)", flag_note=", comma-separated: failure,recovery", editable=True),
+             "the events notified: failure, recovery, late, dead_letter (default failure, recovery; an empty list "
+             "sends none, not even the tenant's)", flag_note=", comma-separated: failure,recovery; none for no notice",
+             editable=True),
     JobField("pause_after_failures", "pause_after_failures", "pause_after_failures", "--pause-after-failures",
              "recurring jobs: pause the job after this many consecutive failed runs (1-1000; default never)",
              editable=True),
