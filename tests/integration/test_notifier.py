@@ -1,7 +1,7 @@
 """The notifier on real Postgres and Redis: failed runs notified once per execution even with two
-notifiers, a recovery after failures, a tenant's setting and a job opting out, pause after
-repeated failures (with its note, holding for a retry in flight), a late start, and a receiver
-down then up (retried, the same notification id)."""
+notifiers, a recovery after failures, a failed redrive (dead_letter), a tenant's setting and a job
+opting out, pause after repeated failures (with its note, holding for a retry in flight), a late
+start, a receiver down then up (retried, the same notification id), backoff and giving up."""
 
 from __future__ import annotations
 
@@ -258,3 +258,24 @@ async def test_the_client_takes_and_edits_the_notification_arguments(store, queu
     with pytest.raises(ValidationError) as refused:
         await client.enqueue("noop", cron=YEARLY, notify_url="http://10.0.0.1/hook")
     assert refused.value.field == "notify_url"
+
+
+async def test_a_redriven_run_failing_again_is_a_dead_letter_notice(
+    jobs, store, queue, local_config, target, receiver, make_worker
+) -> None:  # fmt: skip
+    from schedulerd.dead_letters import DeadLetters
+
+    target.failing = True
+    job = await make_cron(jobs, target, notify_url=receiver.url, notify_on=("failure", "dead_letter"))
+    worker, watcher = make_worker(), notifier(store, local_config)
+    failed = await run(jobs, job, worker, store)
+    await watcher.run_once()
+    await DeadLetters(store, queue, local_config).redrive([failed.id], None, by="test")
+    again = await run_until_idle(worker, store, failed.id)
+    assert again.status == ExecutionStatus.FAILED and again.redrives == 1
+    await watcher.run_once()
+    await watcher.run_once()
+
+    bodies = [body for _, body in notices(receiver)]
+    assert [(b["event"], b["execution"]["id"]) for b in bodies] == [("failure", str(failed.id)), ("dead_letter", str(failed.id))]
+    assert len({b["id"] for b in bodies}) == 2
