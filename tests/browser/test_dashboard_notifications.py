@@ -1,6 +1,7 @@
 """The dashboard's Notifications page in headless Chromium against a real daemon: a refused URL
 is named, the tenant's setting saved and shown again, a test notice delivered to a receiver on
-loopback (listed in [http].allow_hosts for the test), and a failing job's notice listed as sent."""
+loopback (listed in [http].allow_hosts for the test), a failing job's notice listed as sent; and
+a job's own setting and pause_after_failures edited from its page."""
 
 from __future__ import annotations
 
@@ -66,6 +67,21 @@ async def test_edit_the_tenants_setting_send_a_test_and_see_a_failure_notice(
             await expect(notice.first).to_contain_text("sent")
             await expect(notice.first).to_contain_text("ledger")
             await expect(page.locator("#notify-url")).to_have_value(receiver.url + "/hook")
+
+            # A job's own setting and pause after failures, edited from its page.
+            nightly = (await http.post("/v1/jobs", json={"task": "noop", "name": "nightly", "cron": "0 3 * * *"})).json()["job"]["id"]
+            await page.goto(served.url + f"/#/jobs/{nightly}")
+            await page.click("#job-edit summary")
+            await page.fill("#edit-notify-url", receiver.url + "/nightly")
+            await page.fill("#edit-notify-on", "failure,late")
+            await page.fill("#edit-pause-after", "3")
+            await page.click("#edit-save")
+            await expect(page.locator("#edit-verdict")).to_contain_text("Saved")
+            job = (await http.get(f"/v1/jobs/{nightly}")).json()
+            assert job["notify"] == {"url": receiver.url + "/nightly", "on": ["failure", "late"]} and job["pause_after_failures"] == 3
+            await page.fill("#edit-notify-on", "failures")
+            await page.click("#edit-save")
+            await expect(page.locator("#edit-error")).to_contain_text("notify.on")
             await browser.close()
     finally:
         await http.aclose()

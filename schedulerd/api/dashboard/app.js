@@ -238,6 +238,12 @@ function editForm(job) {
       <label>Max attempts <input id="edit-attempts" name="max_attempts" type="number" min="1" max="100" value="${esc(job.retry.max_attempts)}"></label>
       <label>Timeout (s) <input id="edit-timeout" name="timeout_s" type="number" step="any" value="${esc(job.timeout_s)}"></label>
       <label>Params (JSON) <textarea id="edit-params" name="params" rows="2">${esc(JSON.stringify(job.params))}</textarea></label>
+      <label title="empty with no events: the tenant's setting">Notify URL <input id="edit-notify-url" name="notify_url" size="40"
+        placeholder="the tenant's setting" value="${esc(job.notify?.url || "")}"></label>
+      <label title="comma-separated: failure, recovery, late, dead_letter; none: no notice">Notify on <input id="edit-notify-on"
+        name="notify_on" placeholder="failure,recovery" value="${esc(job.notify ? job.notify.on.join(",") || "none" : "")}"></label>
+      ${job.cron ? `<label>Pause after failures <input id="edit-pause-after" name="pause_after_failures" type="number" min="1" max="1000"
+        placeholder="never" value="${esc(job.pause_after_failures ?? "")}"></label>` : ""}
       <button id="edit-plan" type="submit" data-plan="true">Plan</button> <button id="edit-save" type="submit">Save</button>
     </form><div id="edit-result" role="status"></div></details>`;
 }
@@ -256,6 +262,16 @@ function editChanges(form, job) {
   if (Number(value("timeout_s")) !== job.timeout_s) body.timeout_s = Number(value("timeout_s"));
   const params = JSON.parse(value("params") || "{}"); // a SyntaxError is shown, naming params
   if (JSON.stringify(params) !== JSON.stringify(job.params)) body.params = params;
+  const url = value("notify_url").trim();
+  const onText = value("notify_on").trim();
+  if (url !== (job.notify?.url || "") || onText !== (job.notify ? job.notify.on.join(",") || "none" : "")) {
+    const on = onText === "none" ? [] : onText.split(",").map((e) => e.trim()).filter(Boolean);
+    body.notify = !url && !onText ? null : { url: url || null, ...(onText ? { on } : {}) }; // null: the tenant's setting
+  }
+  if (form.elements.pause_after_failures) {
+    const pause = value("pause_after_failures") === "" ? null : Number(value("pause_after_failures"));
+    if (pause !== (job.pause_after_failures ?? null)) body.pause_after_failures = pause;
+  }
   return body;
 }
 
