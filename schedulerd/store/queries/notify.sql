@@ -42,12 +42,19 @@ ORDER BY e.finished_at, e.id;
 -- name: notify_late_candidates
 -- Executions scheduled in the last $1 s whose first attempt started past its grace (a late
 -- reason recorded at claim, and a start), not judged yet, of jobs whose own or tenant's
--- setting names late and has a URL. By executions_late, oldest first, at most $2.
+-- setting names late and has a URL. By executions_late, oldest first, at most $2. Read only
+-- while some tenant or job subscribes to late (a one-time check): an incident's many late runs
+-- cost nothing to a fleet where nobody asked.
+WITH subscribed AS (
+    SELECT 1 FROM notify_settings WHERE 'late' = ANY(events)
+    UNION ALL SELECT 1 FROM jobs WHERE (notify_on IS NOT NULL OR pause_after_failures IS NOT NULL) AND 'late' = ANY(notify_on)
+    LIMIT 1
+)
 SELECT e.id, e.job_id, e.tenant, e.scheduled_for, e.finished_at, e.attempt, e.last_error, e.redrives, e.status,
        e.late_reason, j.name, j.task, coalesce(j.notify_url, s.url) AS url, coalesce(j.notify_on, s.events) AS events
 FROM executions e JOIN jobs j ON j.id = e.job_id LEFT JOIN notify_settings s ON s.tenant = e.tenant
-WHERE e.late_reason IS NOT NULL AND e.scheduled_for > clock_timestamp() - make_interval(secs => $1)
-  AND e.first_started_at IS NOT NULL AND 'late' = ANY(coalesce(j.notify_on, s.events))
+WHERE EXISTS (SELECT 1 FROM subscribed) AND e.late_reason IS NOT NULL
+  AND e.scheduled_for > clock_timestamp() - make_interval(secs => $1) AND e.first_started_at IS NOT NULL AND 'late' = ANY(coalesce(j.notify_on, s.events))
   AND coalesce(j.notify_url, s.url) IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM notifications n WHERE n.execution_id = e.id AND n.round = 0 AND n.event = 'late')
 ORDER BY e.scheduled_for, e.id LIMIT $2;
