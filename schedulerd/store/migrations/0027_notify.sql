@@ -43,6 +43,8 @@ CREATE TABLE notifications (
 CREATE INDEX notifications_due ON notifications (next_attempt_at) WHERE status = 'pending';
 CREATE INDEX notifications_tenant_recent ON notifications (tenant, created_at DESC);
 CREATE INDEX notifications_created ON notifications (created_at);  -- pruning after [notify].keep_s
+-- Where a tenant's walk of its failures starts: a minute before the newest one judged.
+CREATE INDEX notifications_tenant_failed ON notifications (tenant, finished_at) WHERE event IN ('failure', 'dead_letter');
 
 -- A watched job's failing state: failed_at is the finish of the newest failure judged (NULL: not
 -- failing; a recovery clears it), streak_from where its count of consecutive failures starts

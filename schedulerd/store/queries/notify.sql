@@ -20,7 +20,10 @@ DELETE FROM notify_settings WHERE tenant = $1 RETURNING tenant;
 -- Failed executions that finished in the last $1 s and were not judged yet, of jobs that watch
 -- failures: their own or their tenant's setting names failure, recovery or dead_letter, or they
 -- have pause_after_failures. Walked per watching tenant by executions_failed (tenant,
--- finished_at), oldest first, at most $2 per tenant, with what a notice and a pause need.
+-- finished_at), oldest first, at most $2 per tenant, with what a notice and a pause need. Each
+-- tenant's walk starts a minute before the newest failure judged for it (a finish becomes visible
+-- within milliseconds of its finished_at: the finish commits at once), so failures already
+-- judged are not read again at every pass.
 WITH watching AS (
     SELECT tenant FROM notify_settings
     UNION SELECT tenant FROM jobs WHERE (notify_on IS NOT NULL OR pause_after_failures IS NOT NULL) AND deleted_at IS NULL
@@ -30,7 +33,10 @@ SELECT e.id, e.job_id, e.tenant, e.scheduled_for, e.finished_at, e.attempt, e.la
        coalesce(j.notify_on, s.events, '{}') AS events
 FROM watching w CROSS JOIN LATERAL (
     SELECT e.* FROM executions e JOIN jobs j ON j.id = e.job_id LEFT JOIN notify_settings s ON s.tenant = e.tenant
-    WHERE e.tenant = w.tenant AND e.status = 'failed' AND e.finished_at > clock_timestamp() - make_interval(secs => $1)
+    WHERE e.tenant = w.tenant AND e.status = 'failed'
+      AND e.finished_at > greatest(clock_timestamp() - make_interval(secs => $1),
+                                   (SELECT max(n.finished_at) FROM notifications n WHERE n.tenant = w.tenant
+                                    AND n.event IN ('failure', 'dead_letter')) - interval '1 minute')
       AND (coalesce(j.notify_on, s.events) && '{failure,recovery,dead_letter}'::text[] OR j.pause_after_failures IS NOT NULL)
       AND NOT EXISTS (SELECT 1 FROM notifications n WHERE n.execution_id = e.id AND n.round = e.redrives
                       AND n.event IN ('failure', 'dead_letter'))
