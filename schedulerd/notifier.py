@@ -100,9 +100,9 @@ class Notifier:
             log.info("notifier.pass", **{k: v for k, v in result.__dict__.items() if v})
         return result
 
-    def _payload(self, notice_id: UUID, event: str, row: dict[str, Any], now: datetime, paused: bool = False,
-                 execution_id: UUID | None = None) -> str:  # fmt: skip
-        execution = {"id": str(execution_id or row["id"]), "scheduled_for": row["scheduled_for"], "status": row["status"]}
+    def _payload(self, notice_id: UUID, event: str, row: dict[str, Any], now: datetime, paused: bool = False) -> str:
+        """The notice's JSON body for this execution's row (a candidate query's)."""
+        execution = {"id": str(row["id"]), "scheduled_for": row["scheduled_for"], "status": row["status"]}
         if event == notify.LATE:
             execution["late_reason"] = row["late_reason"]
         body = notify.payload(
@@ -129,8 +129,9 @@ class Notifier:
                 ):  # fmt: skip
                     continue  # another replica judged it first
                 judged += 1
-                if set(events) & set(notify.FAILING_EVENTS) or row["pause_after_failures"]:
-                    await tx.notify_job_failed(row["job_id"], row["tenant"], row["finished_at"], row["scheduled_for"])
+                # Failing until a run succeeds: kept for every watched job, so recovery added to its
+                # events later still hears of the next success.
+                await tx.notify_job_failed(row["job_id"], row["tenant"], row["finished_at"], row["scheduled_for"])
                 if pause_now:
                     note = notify.pause_note(row["pause_after_failures"], row["last_error"], MAX_PAUSE_NOTE)
                     await pause_in(tx, row["job_id"], now, note, PAUSED_BY)

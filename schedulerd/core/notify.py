@@ -19,8 +19,6 @@ from schedulerd.core.targets import host_listed, redact, refusal
 FAILURE, RECOVERY, LATE, DEAD_LETTER = "failure", "recovery", "late", "dead_letter"
 EVENTS = (FAILURE, RECOVERY, LATE, DEAD_LETTER)
 DEFAULT_EVENTS = (FAILURE, RECOVERY)  # a URL given without events
-# Events a failed execution feeds: the job's failing state (recovery follows it) is kept for these.
-FAILING_EVENTS = (FAILURE, RECOVERY, DEAD_LETTER)
 TEST = "test"  # the event of a notice sent by POST /v1/notifications/test
 MAX_URL = 2000  # characters of a notification URL
 MAX_PAUSE_AFTER_FAILURES = 1000
