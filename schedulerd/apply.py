@@ -46,7 +46,7 @@ COMPARED = (
     "task", "name", "params", "cron", "run_at", "timezone", "misfire_policy", "catch_up_limit", "window_s",
     "max_attempts", "timeout_s", "backoff_base_s", "backoff_factor", "backoff_max_s", "dst_repeated", "dst_missing",
     "overlap", "labels", "start_at", "end_at", "max_runs", "priority", "concurrency_key", "concurrency_limit",
-    "rate_key", "rate_limit", "rate_window_s",
+    "rate_key", "rate_limit", "rate_window_s", "notify_url", "notify_on", "pause_after_failures",
 )  # fmt: skip
 # Fields an edit cannot change: a job declared with another of these is a new job.
 FIXED = ("task", "start_at", "end_at", "max_runs")

@@ -151,6 +151,9 @@ _CREATE_FLAG_OPTIONS: dict[str, dict[str, Any]] = {
     "--rate-key": {"metavar": "KEY"},
     "--rate-limit": {"metavar": "N"},
     "--rate-window": {"metavar": "DURATION"},
+    "--notify-url": {"metavar": "URL"},
+    "--notify-on": {"metavar": "EVENTS"},
+    "--pause-after-failures": {"metavar": "N"},
 }  # fmt: skip
 _WHEN_FLAGS = frozenset({"--at", "--in", "--cron"})  # when the job runs: one of them at most
 # A refusal names a field (job_fields: JobSpec's name); the user of `job create` typed flags.
@@ -375,6 +378,15 @@ def _count_flag(text: str) -> int:
     return int(text)
 
 
+def _events_flag(text: str) -> tuple[str, ...] | None:
+    """--notify-on's text: comma-separated events (jobs.validate judges them); "none": this job
+    sends no notice; empty (job update): back to the tenant's setting."""
+    if text.strip().lower() == "none":
+        return ()
+    events = tuple(e.strip() for e in text.split(",") if e.strip())
+    return events or None
+
+
 def _job_spec(args: argparse.Namespace) -> Any:
     from schedulerd.core.labels import parse_selector
     from schedulerd.jobs import JobSpec
@@ -401,6 +413,10 @@ def _job_spec(args: argparse.Namespace) -> Any:
         rate_key=args.rate_key or None,
         rate_limit=_parse("--rate-limit", _count_flag, args.rate_limit) if args.rate_limit else None,
         rate_window_s=_parse("--rate-window", parse_duration_s, args.rate_window) if args.rate_window else None,
+        notify_url=args.notify_url or None,
+        notify_on=_events_flag(args.notify_on) if args.notify_on is not None else None,
+        pause_after_failures=_parse("--pause-after-failures", _count_flag, args.pause_after_failures)
+        if args.pause_after_failures else None,
     )  # fmt: skip
 
 
@@ -690,6 +706,8 @@ _UPDATE_READERS: dict[str, Callable[[str], Any]] = {
     "--params": json.loads, "--at": parse_instant, "--window": parse_duration_s, "--timeout": parse_duration_s,
     "--priority": _priority_flag, "--concurrency-limit": _count_flag, "--rate-limit": _count_flag,
     "--rate-window": parse_duration_s, "--concurrency-key": lambda text: text or None, "--rate-key": lambda text: text or None,
+    "--notify-url": lambda text: text or None, "--notify-on": _events_flag,
+    "--pause-after-failures": lambda text: _count_flag(text) if text else None,
 }
 
 

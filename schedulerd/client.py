@@ -131,6 +131,9 @@ class JobRequest:
     rate_key: str | None = None  # at most rate_limit starts per rate_window of the tenant's jobs with this key
     rate_limit: int | None = None
     rate_window: Duration | None = None
+    notify_url: str | None = None  # POST notices here (docs/notifications.md); replaces the tenant's setting
+    notify_on: Sequence[str] | None = None  # failure, recovery, late, dead_letter (default failure, recovery)
+    pause_after_failures: int | None = None  # cron: pause the job after this many consecutive failed runs
 
     def item(self, traceparent: str | None = None) -> Item:
         """As the intake takes it (with the producer's trace context, if any); raises
@@ -169,6 +172,7 @@ def _item(options: Mapping[str, Any], traceparent: str | None = None) -> Item:
         start_at=_instant(get("start_at"), "start_at"), end_at=_instant(get("end_at"), "end_at"), max_runs=get("max_runs"),
         priority=get("priority", 5), concurrency_key=get("concurrency_key"), concurrency_limit=get("concurrency_limit"),
         rate_key=get("rate_key"), rate_limit=get("rate_limit"), rate_window_s=_seconds(get("rate_window"), "rate_window"),
+        notify_url=get("notify_url"), notify_on=_events(get("notify_on")), pause_after_failures=get("pause_after_failures"),
     )  # fmt: skip
     debounce = Debounce.given(get("debounce_key"), _seconds(get("debounce_window"), "debounce_window"))
     return Item(spec, get("idempotency_key"), debounce=debounce, traceparent=traceparent)
@@ -179,7 +183,13 @@ _EDITABLE_ARGUMENTS = {f.argument: f.spec for f in EDITABLE if f.argument is not
 _READ_ARGUMENT: dict[str, Callable[[Any], Any]] = {
     "at": _instant, "window": lambda v: _seconds(v, "window") or 0.0, "timeout": lambda v: _seconds(v, "timeout"),
     "params": lambda v: dict(v) if isinstance(v, Mapping) else v, "rate_window": lambda v: _seconds(v, "rate_window"),
+    "notify_on": lambda v: _events(v),
 }
+
+
+def _events(value: Any) -> Any:
+    """notify_on as JobSpec takes it: a tuple of event names (jobs.validate judges them)."""
+    return tuple(value) if isinstance(value, list | tuple) else value
 
 
 def _changes(arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -410,7 +420,7 @@ class Client:
     ) -> Edit:  # fmt: skip
         """Edit a job in place (Jobs.update): keyword arguments as enqueue's (params=, cron=, tz=,
         at= for a one-off, misfire=, window=, overlap=, name=, max_attempts=, timeout=, dst_*=,
-        backoff_*=, priority=) and labels=; those not given keep their value. Returns the Edit: the job
+        backoff_*=, priority=, notify_url=, notify_on=, pause_after_failures=) and labels=; those not given keep their value. Returns the Edit: the job
         after it and its next runs removed / kept / added. dry_run: the same answer, nothing
         written. if_version: refused (StaleVersionError) unless the job is at that version.
         tenant: only that tenant's job (None: any). Raises ValidationError naming the argument

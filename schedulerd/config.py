@@ -49,7 +49,7 @@ class EmbeddedConfig:
 
 @dataclass(frozen=True)
 class DaemonConfig:
-    roles: tuple[str, ...] = ("materialiser", "dispatcher", "worker", "sweeper", "retention")
+    roles: tuple[str, ...] = ("materialiser", "dispatcher", "worker", "sweeper", "retention", "notifier")
     worker_id: str = ""  # empty: "<hostname>:<pid>"; unique per live process (a duplicate refuses to start)
     task_modules: tuple[str, ...] = ()
     migrate_on_start: bool = True
@@ -232,6 +232,25 @@ class ForecastConfig:
 
 
 @dataclass(frozen=True)
+class NotifyConfig:
+    """Notifications (docs/notifications.md): the notifier role finds failed, recovered and late
+    runs in Postgres and POSTs notices through the http task's target check ([http].allow_hosts,
+    [http].allow_private); it pauses jobs after pause_after_failures failed runs in a row."""
+
+    interval_s: float = 5.0  # how often the notifier looks for transitions and due notices (seconds)
+    batch_size: int = 100  # transitions judged per kind (failures: per tenant), and notices sent, per pass
+    lookback_s: float = 21600.0  # a run that failed or started late longer ago than this is not judged (a notifier down longer misses it; seconds)
+    history_s: float = 2592000.0  # how far back the consecutive-failure count looks (seconds)
+    max_attempts: int = 10  # tries of one notice; then it is given up
+    backoff_base_s: float = 5.0  # ceiling of the wait after a notice's first failed try, doubling per try, full jitter (seconds)
+    backoff_max_s: float = 3600.0  # largest ceiling of that wait (seconds)
+    timeout_s: float = 10.0  # per send, at most [http].timeout_s (seconds)
+    hold_s: float = 60.0  # a notice being sent is not sent by another replica for this long; above timeout_s (seconds)
+    public_url: str = ""  # the dashboard's public base URL for the links in notices; "": a path (/#/executions/ID)
+    keep_s: float = 604800.0  # sent, given-up and unsent notices are deleted after this long (seconds)
+
+
+@dataclass(frozen=True)
 class LogConfig:
     level: str = "info"
     format: str = "auto"  # json | console | auto
@@ -258,6 +277,7 @@ class Config:
     rate_limits: RateLimitsConfig = field(default_factory=RateLimitsConfig)
     late: LateConfig = field(default_factory=LateConfig)
     forecast: ForecastConfig = field(default_factory=ForecastConfig)
+    notify: NotifyConfig = field(default_factory=NotifyConfig)
     log: LogConfig = field(default_factory=LogConfig)
 
     def validate(self) -> None:
@@ -316,7 +336,7 @@ class Config:
         for key in ("backfill_per_s", "redrive_per_s", "task_types_seen_within_s"):
             if not getattr(self.jobs, key) > 0:
                 raise ConfigError(f"jobs.{key} must be above 0, got {getattr(self.jobs, key)}")
-        unknown = set(self.daemon.roles) - {"materialiser", "dispatcher", "worker", "sweeper", "retention"}
+        unknown = set(self.daemon.roles) - {"materialiser", "dispatcher", "worker", "sweeper", "retention", "notifier"}
         if unknown:
             raise ConfigError(f"daemon.roles has unknown role(s): {', '.join(sorted(unknown))}")
         if self.retention.days < 1 or self.retention.premake_days < 1 or not self.retention.interval_s > 0:
@@ -346,6 +366,16 @@ class Config:
             # Replicas report every observe_interval_s: a shorter silence is not a sign of death.
             raise ConfigError(f"late.down_after_s ({self.late.down_after_s}) must exceed daemon.observe_interval_s "
                               f"({self.daemon.observe_interval_s})")
+        notify = self.notify
+        if notify.batch_size < 1 or notify.max_attempts < 1 or not all(
+            getattr(notify, key) > 0 for key in ("interval_s", "lookback_s", "history_s", "backoff_max_s", "timeout_s", "keep_s")
+        ) or notify.backoff_base_s < 0:  # fmt: skip
+            raise ConfigError(f"notify.batch_size and notify.max_attempts must be at least 1, notify.backoff_base_s at least 0, "
+                              f"and its other durations above 0, got {notify}")  # fmt: skip
+        if notify.hold_s <= notify.timeout_s:  # a send still running must not be sent again by another replica
+            raise ConfigError(f"notify.hold_s ({notify.hold_s}) must exceed notify.timeout_s ({notify.timeout_s})")
+        if notify.public_url and not notify.public_url.startswith(("http://", "https://")):
+            raise ConfigError(f"notify.public_url must be an http:// or https:// URL (or empty), got {notify.public_url!r}")
         if not self.api.token_cache_s >= 0:
             raise ConfigError(f"api.token_cache_s must be at least 0, got {self.api.token_cache_s}")
         if not self.api.rate_window_s > 0:

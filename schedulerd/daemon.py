@@ -26,6 +26,7 @@ from schedulerd.errors import DuplicateWorkerError
 from schedulerd.keyring import Keyring
 from schedulerd.listeners import bind, check_free
 from schedulerd.materialiser import Materialiser
+from schedulerd.notifier import Notifier
 from schedulerd.observer import Observer, replica_roles
 from schedulerd.queue import DelayQueue
 from schedulerd.retention import Retention
@@ -99,6 +100,8 @@ def build_loops(config: Config, store: Store, queue: DelayQueue, worker_id: str)
         services["sweeper"] = sweeper
     if "retention" in config.daemon.roles:
         services["retention"] = Retention(store, config.retention, idempotency_ttl_s=config.api.idempotency_ttl_s)
+    if "notifier" in config.daemon.roles:
+        services["notifier"] = Notifier(store, config.notify, config.http)
     if "dispatcher" in config.daemon.roles:
         services["dispatcher"] = Dispatcher(store, queue, config.dispatcher)
     if "worker" in config.daemon.roles:
@@ -233,7 +236,7 @@ def loop_budgets(config: Config, services: dict[str, Any]) -> dict[str, float]:
         # The worker's writers tick after each write that succeeded (or every heartbeat when idle):
         # a replica that cannot record outcomes or extend leases is not ready.
         "worker.heartbeat": config.worker.heartbeat_s, "worker.finish": config.worker.heartbeat_s,
-        "retention": config.retention.interval_s,
+        "retention": config.retention.interval_s, "notifier": config.notify.interval_s,
         "observer": config.daemon.observe_interval_s, "quotas": config.concurrency.refresh_s,
     }  # fmt: skip
     return {

@@ -32,7 +32,7 @@ from schedulerd.core import traceparent
 from schedulerd.core.ids import execution_id
 from schedulerd.core.priority import DEFAULT as DEFAULT_PRIORITY
 from schedulerd.errors import ConflictError, ValidationError
-from schedulerd.jobs import FLOW_COLUMNS, Edit, JobSpec, validate
+from schedulerd.jobs import FLOW_COLUMNS, NOTIFY_COLUMNS, Edit, JobSpec, validate
 from schedulerd.materialising import materialise_jobs
 from schedulerd.models import Enqueue, ExecutionStatus, IdempotencyRecord, Job
 from schedulerd.queue import DelayQueue
@@ -49,6 +49,7 @@ JOB_COLUMNS = (
     "catch_up_limit", "window_s", "max_attempts", "backoff_base_s", "backoff_factor", "backoff_max_s", "timeout_s",
     "dst_repeated", "dst_missing", "tzdata_version", "overlap", "labels_json", "start_at", "end_at", "max_runs",
     "priority", "concurrency_key", "concurrency_limit", "rate_key", "rate_limit", "rate_window_s", "traceparent",
+    "notify_url", "notify_on_text", "pause_after_failures",
 )  # fmt: skip
 # A dispatch horizon no due time is inside: inside an application's transaction every new
 # execution is written pending, for the dispatcher to enqueue once it can see the row.
@@ -151,7 +152,7 @@ def spec_hash(spec: JobSpec) -> bytes:
     fields.pop("tenant")
     if fields["priority"] == DEFAULT_PRIORITY:  # a key taken before priorities existed still matches its retry
         fields.pop("priority")
-    for name in FLOW_COLUMNS:  # and one taken before flow control
+    for name in FLOW_COLUMNS + NOTIFY_COLUMNS:  # and one taken before flow control or notifications
         if fields[name] is None:
             fields.pop(name)
     return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).digest()
@@ -240,7 +241,7 @@ def _job(values: dict[str, Any], created_at: datetime) -> Job:
         paused_note=None, paused_by=None, paused_at=None, dst_repeated=values["dst_repeated"],
         dst_missing=values["dst_missing"], tzdata_version=values["tzdata_version"], labels=values["labels"],
         start_at=values["start_at"], end_at=values["end_at"], max_runs=values["max_runs"], runs_written=0, done_at=None,
-        priority=values["priority"], **{name: values[name] for name in FLOW_COLUMNS},
+        priority=values["priority"], **{name: values[name] for name in FLOW_COLUMNS + NOTIFY_COLUMNS},
     )  # fmt: skip
 
 

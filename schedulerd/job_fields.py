@@ -65,6 +65,16 @@ FIELDS: tuple[JobField, ...] = (
              editable=True),
     JobField("rate_window_s", "rate_window", "rate_limit.window_s", "--rate-window", "with rate_key: the window",
              flag_note=", e.g. 1s, 1m", editable=True),
+    JobField("notify_url", "notify_url", "notify.url", "--notify-url",
+             "POST a notice of the events in notify.on to this URL (docs/notifications.md); the job's setting replaces "
+             "its tenant's (GET /v1/notifications)", editable=True),
+    JobField("notify_on", "notify_on", "notify.on", "--notify-on",
+             "the events notified: failure, recovery, late, dead_letter (default failure, recovery; an empty list "
+             "sends none, not even the tenant's)", flag_note=", comma-separated: failure,recovery; none for no notice",
+             editable=True),
+    JobField("pause_after_failures", "pause_after_failures", "pause_after_failures", "--pause-after-failures",
+             "recurring jobs: pause the job after this many consecutive failed runs (1-1000; default never)",
+             editable=True),
     JobField("tenant", "tenant", None, "--tenant", "the tenant the job belongs to (the API takes the token's)"),
     JobField("name", "name", "name", "--name", "a name for people, shown with the job", editable=True),
     JobField("max_attempts", "max_attempts", "retry.max_attempts", "--max-attempts",

@@ -26,7 +26,7 @@ from schedulerd import metrics, tzdb
 from schedulerd.clock import Clock, system
 from schedulerd.config import MAX_CATCH_UP_LIMIT, Config
 from schedulerd.core.backfill import check_range, plan_backfill
-from schedulerd.core import flow
+from schedulerd.core import flow, notify
 from schedulerd.core.durations import shifted, text_problem
 from schedulerd.core.priority import DEFAULT as DEFAULT_PRIORITY
 from schedulerd.core.priority import check_priority
@@ -51,6 +51,8 @@ from schedulerd.transient import enqueue_committed
 log = structlog.get_logger("schedulerd.jobs")
 # A job's flow-control columns (core/flow.py), as validate returns them.
 FLOW_COLUMNS = ("concurrency_key", "concurrency_limit", "rate_key", "rate_limit", "rate_window_s")
+# Its notification columns (core/notify.py), as validate returns them.
+NOTIFY_COLUMNS = ("notify_url", "notify_on", "pause_after_failures")
 
 TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 LATEST_RUN_AT = timedelta(days=3660)  # "at" more than ~10 years ahead is a typo, not a plan
@@ -102,6 +104,9 @@ class JobSpec:
     rate_key: str | None = None  # at most rate_limit starts per rate_window_s of the tenant's jobs with this key
     rate_limit: int | None = None
     rate_window_s: float | None = None
+    notify_url: str | None = None  # where notices go (core/notify.py); None with notify_on None: the tenant's setting
+    notify_on: tuple[str, ...] | None = None  # the events notified; () sends none
+    pause_after_failures: int | None = None  # recurring jobs: paused after this many consecutive failed runs
 
 
 def _check_text(text: str, field: str) -> None:
@@ -177,6 +182,8 @@ def validate(spec: JobSpec, config: Config, now: datetime, known_tasks: Collecti
     concurrency = _checked(flow.check_key, spec.concurrency_key, spec.concurrency_limit)
     rate = _checked(flow.check_rate, spec.rate_key, spec.rate_limit, spec.rate_window_s)
     bounds.check_bounds(spec.start_at, spec.end_at, spec.max_runs, recurring=cron is not None)
+    notify_url, notify_on = _notify(spec, config)
+    _check_pause_after_failures(spec.pause_after_failures, recurring=cron is not None)
     return {
         "id": uuid.uuid4(), "tenant": spec.tenant, "name": spec.name, "task": spec.task,
         "params": spec.params, "schedule_kind": kind, "run_at": run_at, "cron": cron,
@@ -194,7 +201,41 @@ def validate(spec: JobSpec, config: Config, now: datetime, known_tasks: Collecti
         "concurrency_key": concurrency[0] if concurrency else None, "concurrency_limit": concurrency[1] if concurrency else None,
         "rate_key": rate[0] if rate else None, "rate_limit": rate[1] if rate else None,
         "rate_window_s": rate[2] if rate else None,
+        "notify_url": notify_url, "notify_on": list(notify_on) if notify_on is not None else None,
+        "notify_on_text": ",".join(notify_on) if notify_on is not None else None,
+        "pause_after_failures": spec.pause_after_failures,
     }  # fmt: skip
+
+
+def _notify(spec: JobSpec, config: Config) -> tuple[str | None, tuple[str, ...] | None]:
+    """The job's own notification setting (url, events), or (None, None): its tenant's applies.
+    A URL alone subscribes to core/notify.DEFAULT_EVENTS; events without a URL are refused
+    (none at all, [], opts the job out and needs none)."""
+    url, events = spec.notify_url, spec.notify_on
+    if url is None and events is None:
+        return None, None
+    if isinstance(events, str) or events is not None and not isinstance(events, (list, tuple)):
+        raise ValidationError("notify_on", "must be a list of events")
+    try:
+        checked = notify.DEFAULT_EVENTS if events is None else notify.check_events(events, "notify_on")
+        if url is None:
+            if checked:
+                raise ValidationError("notify_url", "is required when notify.on names events")
+            return None, ()
+        notify.check_url(url, config.http.allow_hosts, config.http.allow_private, "notify_url")
+    except notify.NotifyError as exc:
+        raise ValidationError(exc.field, exc.message) from None
+    return url, checked
+
+
+def _check_pause_after_failures(value: int | None, *, recurring: bool) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= notify.MAX_PAUSE_AFTER_FAILURES:
+        raise ValidationError("pause_after_failures", f"must be a whole number between 1 and {notify.MAX_PAUSE_AFTER_FAILURES}, "
+                              f"got {value!r}")  # fmt: skip
+    if not recurring:
+        raise ValidationError("pause_after_failures", "applies to recurring (cron) jobs only: a one-off job runs once")
 
 
 def _checked(check: Any, *values: Any) -> Any:
@@ -397,7 +438,8 @@ def spec_of(job: Job) -> JobSpec:
         backoff_max_s=job.backoff_max_s, dst_repeated=job.dst_repeated, dst_missing=job.dst_missing, overlap=job.overlap,
         labels=job.labels, start_at=job.start_at, end_at=job.end_at, max_runs=job.max_runs, priority=job.priority,
         concurrency_key=job.concurrency_key, concurrency_limit=job.concurrency_limit, rate_key=job.rate_key,
-        rate_limit=job.rate_limit, rate_window_s=job.rate_window_s,
+        rate_limit=job.rate_limit, rate_window_s=job.rate_window_s, notify_url=job.notify_url,
+        notify_on=tuple(job.notify_on) if job.notify_on is not None else None, pause_after_failures=job.pause_after_failures,
     )  # fmt: skip
 
 
@@ -497,6 +539,17 @@ def queued(executions: list[Execution]) -> list[Enqueue]:
     return [Enqueue(e.id, e.due_at, e.tenant, e.priority) for e in executions if e.status == ExecutionStatus.QUEUED]
 
 
+async def pause_in(tx: Store, job_id: UUID, at: datetime, note: str | None, by: str | None) -> tuple[Job, int] | None:
+    """The pause, inside the caller's transaction: the job stops, its unstarted executions are
+    cancelled (reason paused); a running one's retry, reclaim or park is cancelled when it comes
+    (the hot path's statements read the job's enabled flag). None: no such live job. Returns
+    (job, cancelled)."""
+    job = await tx.job_set_enabled(job_id, False, at, note, by)  # the cursor is unused when pausing
+    if job is None:
+        return None
+    return job, await tx.execution_cancel_for_job(job_id, "paused")
+
+
 class Jobs:
     def __init__(self, store: Store, queue: DelayQueue, config: Config, clock: Clock | None = None) -> None:
         self.store = store
@@ -526,12 +579,10 @@ class Jobs:
             check_actor(by)
         await self.get(job_id, tenant)
         async with self.store.transaction() as tx:
-            # the cursor is unused when pausing
-            job = await tx.job_set_enabled(job_id, False, self.clock.now(), note or None, by)
-            if job is None:
+            paused = await pause_in(tx, job_id, self.clock.now(), note or None, by)
+            if paused is None:
                 raise NotFoundError(f"job {job_id} not found")
-            cancelled = await tx.execution_cancel_for_job(job_id, "paused")
-        return job, cancelled
+        return paused
 
     async def resume(self, job_id: UUID, tenant: str | None = None) -> Job:
         """Start a paused cron job again from now (the paused stretch is not caught up). The
@@ -647,7 +698,7 @@ class Jobs:
                 backoff_factor=values["backoff_factor"], backoff_max_s=values["backoff_max_s"],
                 timeout_s=values["timeout_s"], dst_repeated=values["dst_repeated"], dst_missing=values["dst_missing"],
                 overlap=values["overlap"], labels=labels, version=job.version + 1, priority=values["priority"],
-                **{name: values[name] for name in FLOW_COLUMNS},
+                **{name: values[name] for name in FLOW_COLUMNS + NOTIFY_COLUMNS},
             )  # fmt: skip
             removed, kept, added = _diff(_runs(job, now), _runs(after, now))
             edits, inserts, cursor = await self._occurrences(tx, job, after, now)

@@ -109,6 +109,12 @@ OVERRUN_WARNINGS = Counter(
 # replica, or a CLI run, which has no /metrics).
 BACKFILLED = Counter("schedulerd_backfilled_occurrences_total", "Executions created by backfills")
 REDRIVEN = Counter("schedulerd_redriven_executions_total", "Failed executions redriven with a new attempt budget")
+NOTICES = Counter(
+    "schedulerd_notifications_total",
+    "Notice sends, by event (failure, recovery, late, dead_letter) and result (sent, retried, given_up)",
+    ["event", "result"],
+)
+PAUSED_AFTER_FAILURES = Counter("schedulerd_paused_after_failures_total", "Jobs paused after pause_after_failures failed runs in a row")
 # Late and missed occurrences, and known future load.
 LATE = Counter(
     "schedulerd_late_occurrences_total",

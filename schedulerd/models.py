@@ -90,6 +90,9 @@ class Job(_Row):
     rate_key: str | None = None  # at most rate_limit starts per rate_window_s of the tenant's jobs with this key
     rate_limit: int | None = None
     rate_window_s: float | None = None
+    notify_url: str | None = None  # where its notices go (core/notify.py); notify_on None: its tenant's setting
+    notify_on: list[str] | None = None  # the events notified; []: none, not even the tenant's
+    pause_after_failures: int | None = None  # paused after this many consecutive failed runs; None: never
 
 
 @dataclass(frozen=True, slots=True)

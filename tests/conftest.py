@@ -85,7 +85,8 @@ def redis_url(servers: tuple[str, str]) -> str:
 async def store(database_url: str) -> AsyncIterator[Store]:
     """A Store on this run's database, emptied before each test (the loops scan every row)."""
     store = await Store.connect(database_url, min_size=1, max_size=8)
-    await store.db.execute("TRUNCATE jobs, executions, attempts, idempotency_keys, tenant_secrets, signing_keys")
+    await store.db.execute("TRUNCATE jobs, executions, attempts, idempotency_keys, tenant_secrets, signing_keys, notifications, "
+                           "notify_jobs, notify_settings")
     yield store
     await store.close()
 

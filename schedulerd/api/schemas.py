@@ -14,6 +14,7 @@ from pydantic import (
 
 from schedulerd.config import MAX_SIGNING_GRACE_S
 from schedulerd.core.durations import parse_instant, text_problem
+from schedulerd.core import notify
 from schedulerd.core.late import LateReason
 from schedulerd.job_fields import EDITABLE, doc, renamed
 from schedulerd.intake import Debounce
@@ -106,6 +107,17 @@ class RateLimitBody(_Input):
     window_s: Seconds = Field(..., ge=0.001, le=86400, description=doc("rate_window_s"))
 
 
+NotifyEvent = Literal["failure", "recovery", "late", "dead_letter"]
+assert NotifyEvent.__args__ == notify.EVENTS  # type: ignore[attr-defined]
+
+
+class NotifyBody(_Input):
+    """Where a job's notices go and which events are sent (docs/notifications.md)."""
+
+    url: Text | None = Field(None, max_length=notify.MAX_URL, description=doc("notify_url"))
+    on: list[NotifyEvent] = Field(list(notify.DEFAULT_EVENTS), max_length=len(notify.EVENTS), description=doc("notify_on"))
+
+
 class JobCreate(_Input):
     """No run_at and no cron: run now. run_at: once at that instant. cron + timezone: recurring.
     debounce: a one-off whose creates with one key share an execution (debounce.window_s after the last)."""
@@ -132,6 +144,8 @@ class JobCreate(_Input):
     priority: StrictInt = Field(5, ge=0, le=9, description=doc("priority"))
     concurrency: ConcurrencyBody | None = Field(None, description="a fleet-wide concurrency key and its limit")
     rate_limit: RateLimitBody | None = Field(None, description="a fleet-wide rate limit: starts per window, by key")
+    notify: NotifyBody | None = Field(None, description="this job's notices (none: its tenant's setting applies)")
+    pause_after_failures: StrictInt | None = Field(None, description=doc("pause_after_failures"))
 
     def debounced(self) -> Debounce | None:
         return Debounce(self.debounce.key, self.debounce.window_s) if self.debounce is not None else None
@@ -151,6 +165,8 @@ class JobCreate(_Input):
             rate_key=self.rate_limit.key if self.rate_limit else None,
             rate_limit=self.rate_limit.limit if self.rate_limit else None,
             rate_window_s=self.rate_limit.window_s if self.rate_limit else None,
+            notify_url=self.notify.url if self.notify else None,
+            notify_on=tuple(self.notify.on) if self.notify else None, pause_after_failures=self.pause_after_failures,
         )  # fmt: skip
 
 
@@ -192,6 +208,8 @@ class JobUpdate(_Input):
     priority: StrictInt = Field(None, ge=0, le=9, description=doc("priority") + "; unstarted runs take it too")  # type: ignore[assignment]
     concurrency: ConcurrencyBody | None = Field(None, description="the concurrency key and limit, replaced as a whole; null removes them")
     rate_limit: RateLimitBody | None = Field(None, description="the rate limit, replaced as a whole; null removes it")
+    notify: NotifyBody | None = Field(None, description="this job's notices, replaced as a whole; null: its tenant's setting")
+    pause_after_failures: StrictInt | None = Field(None, description=doc("pause_after_failures") + "; null: never")
 
     def changes(self) -> dict[str, Any]:
         """{JobSpec field: new value} of the fields given, found by each editable field's body path."""
@@ -205,6 +223,9 @@ class JobUpdate(_Input):
             head, _, tail = f.body.partition(".")
             if head in given and (not tail or tail in (given[head] or {})):
                 changes[f.spec] = given[head][tail] if tail else given[head]
+        if "notify" in given:  # replaced whole: an event list left out is the default one
+            changes["notify_url"] = self.notify.url if self.notify else None
+            changes["notify_on"] = tuple(self.notify.on) if self.notify else None
         for name in ("task",):
             if name in given:
                 changes[name] = given[name]
@@ -456,6 +477,8 @@ class Job(BaseModel):
     priority: int = Field(5, description=doc("priority"))
     concurrency: ConcurrencyBody | None = Field(None, description="its concurrency key and limit, if it has one")
     rate_limit: RateLimitBody | None = Field(None, description="its rate limit, if it has one")
+    notify: NotifyBody | None = Field(None, description="its own notification setting, if it has one (else its tenant's applies)")
+    pause_after_failures: int | None = Field(None, description=doc("pause_after_failures"))
 
 
 class NextRun(BaseModel):
@@ -768,3 +791,46 @@ class IssuedSigningKey(BaseModel):
     id: str
     secret: str = Field(..., description="the receiver's verification secret: shown once, stored sealed")
     created_at: datetime
+
+
+class NotificationSettingIn(_Input):
+    """The tenant's notification setting: for its jobs without their own (a job's notify replaces it whole)."""
+
+    url: Text = Field(..., max_length=notify.MAX_URL, description="POST notices to this URL (docs/notifications.md)")
+    on: list[NotifyEvent] = Field(list(notify.DEFAULT_EVENTS), max_length=len(notify.EVENTS),
+                                  description="the events notified: failure, recovery, late, dead_letter")  # fmt: skip
+
+
+class NotificationSetting(BaseModel):
+    url: str | None = Field(None, description="where notices go (credentials masked); null: no tenant setting")
+    on: list[NotifyEvent] = Field(default_factory=list, description="the events notified")
+    updated_at: datetime | None = None
+
+
+class NotificationTestIn(_Input):
+    url: Text | None = Field(None, max_length=notify.MAX_URL, description="send here instead of the tenant's URL")
+
+
+class NotificationTestResult(BaseModel):
+    url: str = Field(..., description="where it was sent (credentials masked)")
+    delivered: bool = Field(..., description="the receiver answered 2xx")
+    status: int | None = Field(None, description="the receiver's HTTP status; null: no answer (see error)")
+    error: str | None = Field(None, description="why it was not delivered: the refusal, the failure, or the status")
+    notification_id: UUID = Field(..., description="the X-Schedulerd-Notification-Id the test notice carried")
+
+
+class Notice(BaseModel):
+    id: UUID
+    job_id: UUID
+    execution_id: UUID
+    event: Literal["failure", "recovery", "late", "dead_letter"]
+    status: Literal["pending", "sent", "given_up"]
+    attempts: int
+    last_status: int | None = Field(None, description="the receiver's last HTTP status")
+    last_error: str | None = None
+    created_at: datetime
+    sent_at: datetime | None = None
+
+
+class Notices(BaseModel):
+    items: list[Notice]

@@ -46,6 +46,9 @@ def job_view(job: Job, now: datetime, last: LastExecution | None = None, overrun
         if job.concurrency_key is not None else None,
         rate_limit=schemas.RateLimitBody(key=job.rate_key, limit=job.rate_limit, window_s=job.rate_window_s)
         if job.rate_key is not None else None,
+        notify=schemas.NotifyBody(url=redact(job.notify_url) if job.notify_url else None, on=job.notify_on)
+        if job.notify_on is not None else None,
+        pause_after_failures=job.pause_after_failures,
     )  # type: ignore[arg-type]  # fmt: skip
 
 

@@ -260,7 +260,7 @@ class Store:
                 v["backoff_base_s"], v["backoff_factor"], v["backoff_max_s"], v["timeout_s"], v["dst_repeated"],
                 v["dst_missing"], v["overlap"], None if labels is None else json.dumps(labels), cursor, tzdata_version,
                 written, v["priority"], v["concurrency_key"], v["concurrency_limit"], v["rate_key"], v["rate_limit"],
-                v["rate_window_s"],
+                v["rate_window_s"], v["notify_url"], v["notify_on"], v["pause_after_failures"],
             )  # fmt: skip
         except asyncpg.UniqueViolationError as exc:
             if exc.constraint_name != "jobs_tenant_source_name":
@@ -1162,6 +1162,68 @@ class Store:
 
     async def task_type_live(self, seen_within_s: float) -> set[str]:
         return {r["name"] for r in await self.db.fetch(QUERIES["task_type_live"], seen_within_s)}
+
+    # --- notifications (schedulerd/notifier.py): settings, transitions, the outbox -----------------
+
+    async def notify_setting_get(self, tenant: str) -> dict[str, Any] | None:
+        row = await self.db.fetchrow(QUERIES["notify_setting_get"], tenant)
+        return dict(row) if row else None
+
+    async def notify_setting_put(self, tenant: str, url: str, events: Sequence[str]) -> dict[str, Any]:
+        return dict(await self.db.fetchrow(QUERIES["notify_setting_put"], tenant, url, list(events)))
+
+    async def notify_setting_delete(self, tenant: str) -> bool:
+        return await self.db.fetchval(QUERIES["notify_setting_delete"], tenant) is not None
+
+    async def notify_failed_candidates(self, lookback_s: float, per_tenant: int) -> list[dict[str, Any]]:
+        return [dict(r) for r in await self.db.fetch(QUERIES["notify_failed_candidates"], lookback_s, per_tenant)]
+
+    async def notify_late_candidates(self, lookback_s: float, limit: int) -> list[dict[str, Any]]:
+        return [dict(r) for r in await self.db.fetch(QUERIES["notify_late_candidates"], lookback_s, limit)]
+
+    async def notify_recovery_candidates(self, before_s: float, limit: int) -> list[dict[str, Any]]:
+        return [dict(r) for r in await self.db.fetch(QUERIES["notify_recovery_candidates"], before_s, limit)]
+
+    async def notification_insert(
+        self, notification_id: UUID, tenant: str, job_id: UUID, execution_id: UUID, round_: int, event: str,
+        finished_at: datetime | None, url: str | None, payload_json: str, status: str,
+    ) -> bool:  # fmt: skip
+        """Record a judged transition; False when (execution, round, event) was recorded already."""
+        return await self.db.fetchval(
+            QUERIES["notification_insert"], notification_id, tenant, execution_id, round_, event, finished_at, url,
+            payload_json, status, job_id,
+        ) is not None  # fmt: skip
+
+    async def notify_job_failed(self, job_id: UUID, tenant: str, finished_at: datetime, scheduled_for: datetime) -> None:
+        await self.db.execute(QUERIES["notify_job_failed"], job_id, tenant, finished_at, scheduled_for)
+
+    async def notify_job_recovered(self, job_id: UUID, failed_at: datetime) -> bool:
+        return await self.db.fetchval(QUERIES["notify_job_recovered"], job_id, failed_at) is not None
+
+    async def notify_job_streak(self, job_id: UUID, tenant: str, since: datetime) -> None:
+        await self.db.execute(QUERIES["notify_job_streak"], job_id, since, tenant)
+
+    async def notify_job_recent_ends(self, job_id: UUID, count: int, history_s: float) -> list[str]:
+        return [r["status"] for r in await self.db.fetch(QUERIES["notify_job_recent_ends"], job_id, count, history_s)]
+
+    async def notification_claim_due(self, limit: int, hold_s: float) -> list[dict[str, Any]]:
+        return [dict(r) for r in await self.db.fetch(QUERIES["notification_claim_due"], limit, hold_s)]
+
+    async def notification_record(
+        self, notification_id: UUID, attempt: int, status: str, http_status: int | None, error: str | None,
+        retry_in_s: float | None,
+    ) -> bool:  # fmt: skip
+        return await self.db.fetchval(
+            QUERIES["notification_record"], notification_id, attempt, status, http_status, error, retry_in_s
+        ) is not None  # fmt: skip
+
+    async def notification_page(self, tenant: str, limit: int) -> list[dict[str, Any]]:
+        return [dict(r) for r in await self.db.fetch(QUERIES["notification_page"], tenant, limit)]
+
+    async def notification_prune(self, older_than_s: float) -> int:
+        done = await self.db.execute(QUERIES["notification_prune"], older_than_s)
+        return int(done.split()[-1])
+
 
 class _OnConnection(Store):
     """A Store bound to one held connection: transaction() opens a transaction on it."""

@@ -20,6 +20,7 @@ import json
 import socket
 import time
 from dataclasses import dataclass, replace
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -249,21 +250,8 @@ async def http(ctx: TaskContext, params: dict[str, Any]) -> dict[str, Any]:
     and connection errors retry (honouring Retry-After); other statuses fail without retries."""
     settings = _settings
     request, values = await prepare(ctx, parse_params(params, settings))
+    status, excerpt, retry_after = await call(request, settings, secret_values=values)
     where = f"{request.method} {redact(request.url)}"
-    # One deadline for the whole call (lookup, connect, send, every read): httpx's timeout is per
-    # operation, so a target trickling a byte a second would otherwise hold it many times over.
-    try:
-        async with asyncio.timeout(request.timeout_s):
-            status, excerpt, retry_after = await _call(request, settings)
-    except TimeoutError:
-        raise TargetError(f"http: {where} timed out after {request.timeout_s:g} s") from None
-    except httpx.TimeoutException:
-        raise TargetError(f"http: {where} timed out after {request.timeout_s:g} s") from None
-    except (httpx.LocalProtocolError, httpx.UnsupportedProtocol, httpx.InvalidURL, httpx.DecodingError) as exc:
-        # Failed on our side of the wire: the params are at fault, not the target.
-        raise PermanentError(f"http: {where} could not be sent: {type(exc).__name__}: {_scrub(str(exc), request.url, values)}") from None
-    except httpx.TransportError as exc:
-        raise TargetError(f"http: {where} failed to connect: {type(exc).__name__}: {_scrub(str(exc), request.url, values)}") from None
     # A target may echo what it was sent: no secret value is kept on the attempt.
     text = excerpt[: settings.excerpt_bytes].decode("utf-8", "replace")
     detail = {"status": status, "body": secret_refs.scrub(text, values) if values else text}
@@ -278,7 +266,43 @@ async def http(ctx: TaskContext, params: dict[str, Any]) -> dict[str, Any]:
     raise PermanentError(f"{summary}; a {status} is not retried", detail=detail)
 
 
-def _scrub(text: str, url: str, values: dict[str, str]) -> str:
+class RefusedError(PermanentError):
+    """The target check (core/targets.py) refused the URL's host; `reason` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"http: params.url refused: {reason}")
+        self.reason = reason
+
+
+async def call(
+    request: Request, settings: HttpConfig, headers: Mapping[str, str] | None = None, *,
+    secret_values: Mapping[str, str] | None = None,
+) -> tuple[int, bytes, str | None]:  # fmt: skip
+    """Send one request the only way schedulerd calls a URL someone else named (the http task,
+    notifications): resolve, refuse a host the target check refuses (RefusedError), connect to
+    the address judged, under one deadline for the whole call. `headers` are schedulerd's own,
+    set over the request's; `secret_values` are kept out of every error. Returns (status, body
+    excerpt, Retry-After). A timeout or connection failure is a TargetError (worth retrying); a
+    request that could not be sent is a PermanentError."""
+    where = f"{request.method} {redact(request.url)}"
+    values = secret_values or {}
+    # One deadline for the whole call (lookup, connect, send, every read): httpx's timeout is per
+    # operation, so a target trickling a byte a second would otherwise hold it many times over.
+    try:
+        async with asyncio.timeout(request.timeout_s):
+            return await _call(request, settings, headers or {})
+    except TimeoutError:
+        raise TargetError(f"http: {where} timed out after {request.timeout_s:g} s") from None
+    except httpx.TimeoutException:
+        raise TargetError(f"http: {where} timed out after {request.timeout_s:g} s") from None
+    except (httpx.LocalProtocolError, httpx.UnsupportedProtocol, httpx.InvalidURL, httpx.DecodingError) as exc:
+        # Failed on our side of the wire: the params are at fault, not the target.
+        raise PermanentError(f"http: {where} could not be sent: {type(exc).__name__}: {_scrub(str(exc), request.url, values)}") from None
+    except httpx.TransportError as exc:
+        raise TargetError(f"http: {where} failed to connect: {type(exc).__name__}: {_scrub(str(exc), request.url, values)}") from None
+
+
+def _scrub(text: str, url: str, values: Mapping[str, str]) -> str:
     """An exception's text with the URL's userinfo and the attempt's secret values taken out
     (some errors quote the URL or a header)."""
     parts = urlsplit(url)
@@ -288,16 +312,16 @@ def _scrub(text: str, url: str, values: dict[str, str]) -> str:
     return secret_refs.scrub(text, values) if values else text
 
 
-async def _call(request: Request, settings: HttpConfig) -> tuple[int, bytes, str | None]:
+async def _call(request: Request, settings: HttpConfig, own_headers: Mapping[str, str]) -> tuple[int, bytes, str | None]:
     """Resolve, check the target, send; (status, body excerpt, Retry-After header)."""
     addresses = await _resolve(request.host, request.port)
     reason = refusal(request.host, addresses, settings.allow_hosts, settings.allow_private, request.port)
     if reason is not None:
-        raise PermanentError(f"http: params.url refused: {reason}")
+        raise RefusedError(reason)
     # Connect to the address just checked, not a second lookup's answer (DNS rebinding); the Host
     # header and TLS server name stay the URL's.
     url = httpx.URL(request.url).copy_with(host=addresses[0])
-    headers = {**request.headers, "Host": httpx.URL(request.url).netloc.decode()}
+    headers = {**request.headers, "Host": httpx.URL(request.url).netloc.decode(), **own_headers}
     extensions = {"sni_hostname": request.host} if url.scheme == "https" else {}
     async with _client_for_process().stream(
         request.method, url, headers=headers, content=request.body, timeout=request.timeout_s, extensions=extensions,

@@ -103,7 +103,7 @@ async def test_status_is_a_screen_with_json_for_machines(cli, store, config, mak
     assert report["oldest_queued_due_age_s"] == 0 and report["oldest_queued_due_at"] is not None
     assert report["oldest_pending_due_age_s"] in (None, 0)
     (replica,) = [r for r in report["replicas"] if r["worker_id"] == "replica-under-test"]
-    assert replica["roles"][:5] == list(config.daemon.roles) and "observer" in replica["roles"]
+    assert replica["roles"][: len(config.daemon.roles)] == list(config.daemon.roles) and "observer" in replica["roles"]
     assert ("api" in replica["roles"]) == config.api.enabled and ("ops" in replica["roles"]) == config.ops.enabled
     assert 299 <= replica["up_s"] <= 400
 

@@ -42,7 +42,8 @@ async def test_metrics_show_start_lag_after_jobs_run_and_readyz_turns_ready(make
 
     body = await wait_for(ready, timeout_s=20, interval_s=0.3)
     assert set(body["last_tick_s_ago"]) == {
-        "materialiser", "dispatcher", "worker", "worker.heartbeat", "worker.finish", "sweeper", "retention", "observer", "quotas"
+        "materialiser", "dispatcher", "worker", "worker.heartbeat", "worker.finish", "sweeper", "retention", "notifier",
+        "observer", "quotas",
     }  # fmt: skip
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=2) as tenants:
         assert (await tenants.get("/metrics")).status_code == 404  # the tenants' listener serves no operator endpoint

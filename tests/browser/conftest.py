@@ -35,14 +35,14 @@ class Served:
 
 
 @pytest.fixture
-def serve_dashboard(database_url: str, redis_url: str, start_daemon: Callable[..., Any]) -> Callable[[str, str], Awaitable[Served]]:
-    """Start a daemon with its API and [ops] listener on free ports, create a tenant
-    `<prefix>-<port>` and wait until its token is accepted."""
+def serve_dashboard(database_url: str, redis_url: str, start_daemon: Callable[..., Any]) -> Callable[..., Awaitable[Served]]:
+    """Start a daemon with its API and [ops] listener on free ports (and `settings`, SCHEDULERD_*
+    variables), create a tenant `<prefix>-<port>` and wait until its token is accepted."""
 
-    async def serve(name: str, tenant_prefix: str) -> Served:
+    async def serve(name: str, tenant_prefix: str, **settings: str) -> Served:
         port, ops_port = free_port(), free_port()
         start_daemon(name, SCHEDULERD_API_ENABLED="true", SCHEDULERD_API_PORT=str(port),
-                     SCHEDULERD_OPS_ENABLED="true", SCHEDULERD_OPS_PORT=str(ops_port))  # fmt: skip
+                     SCHEDULERD_OPS_ENABLED="true", SCHEDULERD_OPS_PORT=str(ops_port), **settings)  # fmt: skip
         tenant = f"{tenant_prefix}-{port}"
         token = cli(database_url, redis_url, "tenant", "create", tenant).stdout.splitlines()[-1]
         url = f"http://127.0.0.1:{port}"

@@ -194,3 +194,18 @@ async def test_renaming_a_declared_job_onto_another_of_its_source_is_a_conflict(
     await client.update_job(job_id, name="renamed")  # a free name: the job leaves the declaration's key
     plan = await client.apply([NIGHTLY, EVERY], source="ops", plan=True)
     assert [a.name for a in plan.added] == ["every-10"] and [r.name for r in plan.undeclared] == ["renamed"]
+
+
+async def test_notifications_are_declared_changed_and_left_alone_when_unchanged(client: Client, store: Store) -> None:
+    declared = {**NIGHTLY, "notify": {"url": "https://hooks.example.com/ops", "on": ["failure"]}, "pause_after_failures": 3}
+    await client.apply([declared], source="ops")
+    again = await client.apply([declared], source="ops")
+    assert again.unchanged == ["nightly"] and not again.changed
+    changed = await client.apply([{**declared, "notify": {"url": "https://hooks.example.com/ops", "on": ["failure", "late"]},
+                                   "pause_after_failures": 5}], source="ops")  # fmt: skip
+    assert [(c.name, c.fields) for c in changed.changed] == [("nightly", ("notify_on", "pause_after_failures"))]
+    row = await store.db.fetchrow("SELECT notify_url, notify_on, pause_after_failures FROM jobs WHERE name = 'nightly'")
+    assert tuple(row) == ("https://hooks.example.com/ops", ["failure", "late"], 5)
+    with pytest.raises(ValidationError) as refused:
+        await client.apply([{**declared, "notify": {"url": "http://127.0.0.1/x"}}], source="ops")
+    assert refused.value.field == "job 'nightly': notify_url"

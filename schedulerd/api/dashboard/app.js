@@ -1,6 +1,7 @@
 // schedulerd dashboard: a static page that reads the JSON API with the bearer token kept in
 // sessionStorage (gone when the tab closes). Hash routes: #/jobs, #/jobs/ID[?status=&cursor=&up=],
-// #/executions/ID (Cancel, Redrive), #/failed (dead letters), #/overview (with the bulk actions taken).
+// #/executions/ID (Cancel, Redrive), #/failed (dead letters), #/overview (with the bulk actions taken),
+// #/notifications (the tenant's setting, a test notice, the newest notices).
 // Re-renders the current view every REFRESH_MS. Times: the job's zone, then UTC. Charts: charts.js (SVG drawn here, no CDN).
 "use strict";
 
@@ -193,6 +194,10 @@ async function jobView(id, query) {
     <dt>overlap</dt><dd id="job-overlap-policy">${esc(job.overlap)}</dd><dt>version</dt><dd id="job-version">${esc(job.version)}</dd>
     <dt title="0-9: higher starts first among your due runs">priority</dt><dd id="job-priority">${esc(job.priority ?? 5)}</dd>
     ${job.concurrency ? `<dt title="at most this many of your runs with this key run at once">concurrency</dt><dd id="job-concurrency">${esc(job.concurrency.key)}: ${esc(job.concurrency.limit)} at once</dd>` : ""}
+    <dt title="where this job's notices go: its own setting, else the tenant's (Notifications)">notify</dt><dd id="job-notify">${job.notify
+      ? (job.notify.on.length ? `${esc(job.notify.on.join(", "))} to ${esc(job.notify.url)}` : "none (opted out)")
+      : '<a href="#/notifications">the tenant\'s setting</a>'}${job.pause_after_failures
+      ? `; paused after ${esc(job.pause_after_failures)} failed runs in a row` : ""}</dd>
     ${job.rate_limit ? `<dt title="at most this many starts per window of your runs with this key">rate limit</dt><dd id="job-rate-limit">${esc(job.rate_limit.key)}: ${esc(job.rate_limit.limit)} per ${esc(job.rate_limit.window_s)} s</dd>` : ""}
     <dt>labels</dt><dd id="job-labels">${esc(labelText(job.labels) || "–")}</dd>
     ${bounded(job) ? `<dt>bounds</dt><dd id="job-bounds">${bounded(job)}</dd>` : ""}
@@ -242,6 +247,12 @@ function editForm(job) {
         <label>Per (s) <input id="edit-rate-window" name="rate_window_s" type="number" min="0.001" step="any"
           value="${esc(job.rate_limit?.window_s ?? "")}"></label></fieldset>
       <label>Params (JSON) <textarea id="edit-params" name="params" rows="2">${esc(JSON.stringify(job.params))}</textarea></label>
+      <label title="empty with no events: the tenant's setting">Notify URL <input id="edit-notify-url" name="notify_url" size="40"
+        placeholder="the tenant's setting" value="${esc(job.notify?.url || "")}"></label>
+      <label title="comma-separated: failure, recovery, late, dead_letter; none: no notice">Notify on <input id="edit-notify-on"
+        name="notify_on" placeholder="failure,recovery" value="${esc(job.notify ? job.notify.on.join(",") || "none" : "")}"></label>
+      ${job.cron ? `<label>Pause after failures <input id="edit-pause-after" name="pause_after_failures" type="number" min="1" max="1000"
+        placeholder="never" value="${esc(job.pause_after_failures ?? "")}"></label>` : ""}
       <button id="edit-plan" type="submit" data-plan="true">Plan</button> <button id="edit-save" type="submit">Save</button>
     </form><div id="edit-result" role="status"></div></details>`;
 }
@@ -270,6 +281,16 @@ function editChanges(form, job) {
   if (rate?.key !== rated?.key || rate?.limit !== rated?.limit || rate?.window_s !== rated?.window_s) body.rate_limit = rate;
   const params = JSON.parse(value("params") || "{}"); // a SyntaxError is shown, naming params
   if (JSON.stringify(params) !== JSON.stringify(job.params)) body.params = params;
+  const url = value("notify_url").trim();
+  const onText = value("notify_on").trim();
+  if (url !== (job.notify?.url || "") || onText !== (job.notify ? job.notify.on.join(",") || "none" : "")) {
+    const on = onText === "none" ? [] : onText.split(",").map((e) => e.trim()).filter(Boolean);
+    body.notify = !url && !onText ? null : { url: url || null, ...(onText ? { on } : {}) }; // null: the tenant's setting
+  }
+  if (form.elements.pause_after_failures) {
+    const pause = value("pause_after_failures") === "" ? null : Number(value("pause_after_failures"));
+    if (pause !== (job.pause_after_failures ?? null)) body.pause_after_failures = pause;
+  }
   return body;
 }
 
@@ -387,15 +408,65 @@ async function overviewView() {
       <td>${esc(a.actor)}</td></tr>`).join("") || '<tr><td colspan="6">none yet</td></tr>'}</tbody></table></div>`;
 }
 
-async function render() {
+// The tenant's notification setting (edit, remove, send a test notice) and its newest notices (#/notifications).
+async function notificationsView() {
+  const [setting, sent] = await Promise.all([api("GET", "/v1/notifications"), api("GET", "/v1/notifications/sent?limit=50")]);
+  await Promise.all([...new Set(sent.items.map((n) => n.job_id))].map(jobName));
+  const chosen = setting.url ? setting.on : NOTIFY_DEFAULT;
+  const checks = NOTIFY_EVENTS.map((e) => `<label><input type="checkbox" name="on" value="${e}"${chosen.includes(e) ? " checked" : ""}>
+    ${esc(e)}</label>`).join(" ");
+  const rows = sent.items.map((n) => `<tr class="notice" data-id="${esc(n.id)}"><td>${when(n.created_at, "UTC")}</td><td>${esc(n.event)}</td>
+    <td>${jobLink(n.job_id)}</td><td><a href="#/executions/${esc(n.execution_id)}">${esc(n.execution_id.slice(0, 8))}</a></td>
+    <td>${badge(n.status)}</td><td>${esc(n.attempts)}</td><td>${esc(n.last_status ?? "–")}</td><td class="error">${esc(n.last_error || "")}</td></tr>`);
+  return `<h1>Notifications</h1>
+    <p>Your jobs POST a notice here on the events checked, unless a job has its own setting (it replaces this one).</p>
+    <form id="notify-form"><label>URL <input id="notify-url" name="url" size="60" placeholder="https://hooks.example.com/schedulerd"
+      value="${esc(setting.url || "")}"></label><fieldset><legend>Events</legend>${checks}</fieldset>
+      <button id="notify-save" type="submit">Save</button> <button id="notify-test" type="button" data-action="notify-test">Send test</button>
+      <button id="notify-remove" type="button" data-action="notify-remove">Remove</button></form>
+    <p id="notify-result" role="status"></p>
+    <h2>Newest notices</h2><div class="scroll"><table id="notices"><thead><tr><th>Recorded</th><th>Event</th><th>Job</th><th>Execution</th>
+    <th>Delivery</th><th>Tries</th><th>Last answer</th><th>Last error</th></tr></thead>
+    <tbody>${rows.join("") || '<tr><td colspan="8">No notice yet.</td></tr>'}</tbody></table></div>`;
+}
+
+const NOTIFY_EVENTS = ["failure", "recovery", "late", "dead_letter"];
+const NOTIFY_DEFAULT = ["failure", "recovery"];
+
+async function notifyAction(action) {
+  const result = $("notify-result");
+  try {
+    if (action === "save") {
+      const on = [...document.querySelectorAll('#notify-form input[name="on"]:checked')].map((input) => input.value);
+      await api("PUT", "/v1/notifications", { url: $("notify-url").value.trim(), on });
+      result.innerHTML = '<span id="notify-saved">Saved.</span>';
+    } else if (action === "notify-remove") {
+      await api("DELETE", "/v1/notifications");
+      $("notify-url").value = "";
+      result.innerHTML = '<span id="notify-saved">Removed: your jobs without a setting of their own send no notice.</span>';
+    } else {
+      const url = $("notify-url").value.trim();
+      const answer = await api("POST", "/v1/notifications/test", url ? { url } : {});
+      result.innerHTML = answer.delivered
+        ? `<span id="notify-test-result" class="ok">Delivered: the receiver answered ${esc(answer.status)}.</span>`
+        : `<span id="notify-test-result" class="error">Not delivered: ${esc(answer.error)}</span>`;
+    }
+  } catch (error) {
+    result.innerHTML = `<span id="notify-test-result" class="error">${esc(error.message)}</span>`;
+  }
+}
+
+async function render(automatic) {
   if (!sessionStorage.getItem(TOKEN_KEY)) return showLogin();
   const [route, query] = (location.hash || "#/jobs").split("?");
   const [, kind, id] = route.split("/");
+  if (automatic === true && $("notify-form")) return; // the notifications page changes when its form acts, not under it
   if (document.activeElement?.matches?.("#failed-filter input, #run-filter select, #job-filter input, #job-filter select")) return; // do not wipe a filter being used
   if ($("job-edit")?.open && location.hash.startsWith("#/jobs/")) return; // nor an edit being written or its answer
   try {
     const html = kind === "jobs" && id ? await jobView(id, query) : kind === "executions" && id ? await executionView(id)
-      : kind === "overview" ? await overviewView() : kind === "failed" ? await failedView(query) : await jobsView(query);
+      : kind === "overview" ? await overviewView() : kind === "failed" ? await failedView(query)
+      : kind === "notifications" ? await notificationsView() : await jobsView(query);
     $("view").innerHTML = html;
     $("new-job").hidden = !(kind === "jobs" && !id);
     $("refreshed").textContent = `refreshed ${formatIn(new Date().toISOString(), "UTC")}`;
@@ -469,6 +540,10 @@ $("view").addEventListener("change", (event) => {
 
 $("view").addEventListener("submit", async (event) => {
   if (event.target.id === "run-filter") return event.preventDefault(); // the select acts on change
+  if (event.target.id === "notify-form") {
+    event.preventDefault();
+    return notifyAction("save");
+  }
   if (event.target.id === "edit-form") {
     event.preventDefault();
     const form = event.target;
@@ -501,6 +576,7 @@ $("view").addEventListener("click", async (event) => {
     if (row && !event.target.closest("a, button")) location.hash = row.dataset.href;
     return;
   }
+  if (action === "notify-test" || action === "notify-remove") return notifyAction(action);
   if (action === "redrive" || action === "cancel") {
     const execution = event.target.dataset.id || $("execution-actions").dataset.id;
     if (action === "cancel" && !confirm("Cancel this execution? A running one stops at its next heartbeat; none is retried.")) return;
@@ -527,6 +603,6 @@ $("view").addEventListener("click", async (event) => {
   await render();
 });
 
-window.addEventListener("hashchange", render);
-setInterval(() => { if (sessionStorage.getItem(TOKEN_KEY)) render(); }, REFRESH_MS);
+window.addEventListener("hashchange", () => render());
+setInterval(() => { if (sessionStorage.getItem(TOKEN_KEY)) render(true); }, REFRESH_MS);
 start();

@@ -29,7 +29,8 @@ SELECT * FROM jobs WHERE id = $1 FOR UPDATE;
 -- version up, with its materialiser cursor $20. $21: the tz database the edit wrote occurrences
 -- with (NULL: none written); rows of another version make it 'mixed', as job_advance_cursor_many.
 -- $22: the occurrences it wrote, counted in runs_written as the materialiser's are. $23: priority.
--- $24-$28: the concurrency key and limit, the rate key, limit and window.
+-- $24-$28: the concurrency key and limit, the rate key, limit and window. $29-$31: the notification
+-- URL, its events (NULL: the tenant's setting) and pause_after_failures.
 UPDATE jobs SET name = $2, params = $3::text::jsonb, schedule_kind = $4, run_at = $5, cron = $6, timezone = $7,
        misfire_policy = $8, catch_up_limit = $9, window_s = $10, max_attempts = $11, backoff_base_s = $12,
        backoff_factor = $13, backoff_max_s = $14, timeout_s = $15, dst_repeated = $16, dst_missing = $17,
@@ -37,7 +38,8 @@ UPDATE jobs SET name = $2, params = $3::text::jsonb, schedule_kind = $4, run_at 
        tzdata_version = CASE WHEN $21::text IS NULL OR tzdata_version IS NOT DISTINCT FROM $21 THEN coalesce(tzdata_version, $21)
                              ELSE 'mixed' END,
        runs_written = runs_written + $22, priority = $23, concurrency_key = $24, concurrency_limit = $25,
-       rate_key = $26, rate_limit = $27, rate_window_s = $28, version = version + 1, updated_at = clock_timestamp()
+       rate_key = $26, rate_limit = $27, rate_window_s = $28, notify_url = $29, notify_on = $30::text[],
+       pause_after_failures = $31, version = version + 1, updated_at = clock_timestamp()
 WHERE id = $1 AND deleted_at IS NULL
 RETURNING *;
 
@@ -154,7 +156,8 @@ CROSS JOIN LATERAL (
 -- stay pending and the dispatcher enqueues them once they are visible. $26-$29: labels (JSON
 -- text), start_at, end_at, max_runs, $30: priority (the one-off's execution carries it too), $31-$35: the
 -- concurrency key and limit, the rate key, limit and window (core/flow.py), $36: the producer's
--- traceparent, written on the one-off's execution (schedulerd/tracing.py). Returns only the ids
+-- traceparent, written on the one-off's execution (schedulerd/tracing.py), $37-$39: the notification
+-- URL, its events (comma-separated text; NULL: the tenant's setting) and pause_after_failures. Returns only the ids
 -- written pending: usually none, and a row per execution cost the bulk create more than its
 -- insert did.
 WITH j AS (
@@ -162,22 +165,25 @@ WITH j AS (
                          $8::text[], $9::text[], $10::text[], $11::int[], $12::float8[], $13::int[], $14::float8[],
                          $15::float8[], $16::float8[], $17::float8[], $18::text[], $19::text[], $20::text[], $21::text[],
                          $26::text[], $27::timestamptz[], $28::timestamptz[], $29::int[], $30::smallint[], $31::text[],
-                         $32::int[], $33::text[], $34::int[], $35::float8[], $36::text[], $23::uuid[])
+                         $32::int[], $33::text[], $34::int[], $35::float8[], $36::text[], $37::text[], $38::text[],
+                         $39::int[], $23::uuid[])
         AS j(id, tenant, name, task, params, schedule_kind, run_at, cron, timezone, misfire_policy, catch_up_limit,
              window_s, max_attempts, backoff_base_s, backoff_factor, backoff_max_s, timeout_s, dst_repeated,
              dst_missing, tzdata_version, overlap, labels, start_at, end_at, max_runs, priority, concurrency_key,
-             concurrency_limit, rate_key, rate_limit, rate_window_s, traceparent, execution_id)
+             concurrency_limit, rate_key, rate_limit, rate_window_s, traceparent, notify_url, notify_on,
+             pause_after_failures, execution_id)
 ), job AS (
     INSERT INTO jobs (id, tenant, name, task, params, schedule_kind, run_at, cron, timezone,
                       misfire_policy, catch_up_limit, window_s, max_attempts, backoff_base_s,
                       backoff_factor, backoff_max_s, timeout_s, dst_repeated, dst_missing, tzdata_version, overlap,
                       labels, start_at, end_at, max_runs, priority, concurrency_key, concurrency_limit, rate_key,
-                      rate_limit, rate_window_s, created_at, updated_at)
+                      rate_limit, rate_window_s, notify_url, notify_on, pause_after_failures, created_at, updated_at)
     SELECT j.id, j.tenant, j.name, j.task, j.params::jsonb, j.schedule_kind, j.run_at, j.cron, j.timezone,
            j.misfire_policy, j.catch_up_limit, j.window_s, j.max_attempts, j.backoff_base_s,
            j.backoff_factor, j.backoff_max_s, j.timeout_s, j.dst_repeated, j.dst_missing, j.tzdata_version, j.overlap,
            j.labels::jsonb, j.start_at, j.end_at, j.max_runs, j.priority, j.concurrency_key, j.concurrency_limit,
-           j.rate_key, j.rate_limit, j.rate_window_s, $22, $22
+           j.rate_key, j.rate_limit, j.rate_window_s, j.notify_url, string_to_array(j.notify_on, ','),
+           j.pause_after_failures, $22, $22
     FROM j
 ), execution AS (
     INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enqueued_at, job_version, priority,
