@@ -15,9 +15,6 @@ import hashlib
 import os
 from collections.abc import Sequence
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 from schedulerd.errors import NotConfiguredError, UnsealError
 
 KEY_BYTES = 32
@@ -55,6 +52,10 @@ class Keyring:
     """The current key (seals) and the previous ones (open only)."""
 
     def __init__(self, current: bytes, previous: Sequence[bytes] = ()) -> None:
+        # Imported here: the cipher library costs a replica ~5 MB of memory, and only a deployment
+        # with [secrets].key set ever builds a Keyring.
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         self.current_id = master_key_id(current)
         self._keys = {master_key_id(key): AESGCM(key) for key in [*previous, current]}
 
@@ -75,6 +76,8 @@ class Keyring:
         cipher = self._keys.get(key_id)
         if cipher is None:
             raise UnsealError(f"sealed with key {key_id}, which neither [secrets].key nor previous_keys holds")
+        from cryptography.exceptions import InvalidTag
+
         try:
             return cipher.decrypt(sealed[:NONCE_BYTES], sealed[NONCE_BYTES:], aad)
         except InvalidTag:
