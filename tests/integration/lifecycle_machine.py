@@ -36,7 +36,7 @@ from schedulerd import tzchange, tzdb
 from schedulerd.apply import Apply, DriftError, declarations
 from schedulerd.cancels import CancelFilter, Cancels
 from schedulerd.config import (
-    ConcurrencyConfig, Config, DispatcherConfig, JobsConfig, MaterialiserConfig, RetentionConfig, SweeperConfig, WorkerConfig,
+    ConcurrencyConfig, Config, DispatcherConfig, HttpConfig, JobsConfig, MaterialiserConfig, NotifyConfig, RetentionConfig, SweeperConfig, WorkerConfig,
 )  # fmt: skip
 from schedulerd.core.schedule import zone_rules
 from schedulerd.dead_letters import DeadLetters
@@ -44,6 +44,7 @@ from schedulerd.errors import ConflictError, NotFoundError, TooLateError, Valida
 from schedulerd.intake import Debounce, Intake
 from schedulerd.jobs import Jobs, JobSpec
 from schedulerd.materialiser import Materialiser
+from schedulerd.notifier import Notifier
 from schedulerd.models import Enqueue
 from schedulerd.queue import DelayQueue, Pop, score_ms
 from schedulerd.retention import Retention
@@ -329,7 +330,8 @@ class LifecycleMachine(RuleBasedStateMachine):
     async def _setup(self) -> None:
         self.store = await Store.connect(self.database_url, min_size=2, max_size=12)
         await self.store.db.execute(
-            "TRUNCATE jobs, executions, attempts, idempotency_keys, redrives, replicas, tz_recomputes, job_actions, tenant_quotas CASCADE"
+            "TRUNCATE jobs, executions, attempts, idempotency_keys, redrives, replicas, tz_recomputes, job_actions, tenant_quotas, "
+            "notifications, notify_jobs CASCADE"
         )
         self.queue = DelayQueue.connect(self.redis_url, self.prefix)
         self.shard_queues: dict[int, DelayQueue] = {1: self.queue}
@@ -343,6 +345,7 @@ class LifecycleMachine(RuleBasedStateMachine):
                          on_epoch_lost=self.sweeper.request_reconcile, late_grace_s=60.0, caps=self.config.concurrency.caps)
             for name in ("a", "b")
         }  # fmt: skip
+        self.notifier = Notifier(self.store, NotifyConfig(), HttpConfig())
         self.quotas = QuotaRefresh(self.store, self.config.concurrency, [*self.workers.values(), self.sweeper])
         self.jobs = Jobs(self.store, self.queue, self.config)
         self.dead = DeadLetters(self.store, self.queue, self.config)
@@ -480,10 +483,12 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.run(self._create(spec, "one_off"), f"create rated {kind} attempts={attempts}")
 
     @action(1, kind=st.sampled_from(["lifecycle.ok", "lifecycle.fail", "lifecycle.block"]), attempts=st.sampled_from([1, 2]),
-          zone=st.sampled_from(["UTC", NY]))
-    def create_cron(self, kind: str, attempts: int, zone: str) -> None:
+          zone=st.sampled_from(["UTC", NY]), pause_after=st.sampled_from([None, 1]))
+    def create_cron(self, kind: str, attempts: int, zone: str, pause_after: int | None) -> None:
+        """pause_after: the notifier pauses the job after this many failed runs in a row (notifier_pass)."""
         cron = "* * * * *" if zone == "UTC" else "0 * * * *"
-        spec = JobSpec(task=kind, tenant="t1", cron=cron, timezone=zone, max_attempts=attempts, timeout_s=5.0)
+        spec = JobSpec(task=kind, tenant="t1", cron=cron, timezone=zone, max_attempts=attempts, timeout_s=5.0,
+                       pause_after_failures=pause_after)  # fmt: skip
         self.run(self._create(spec, "cron" if zone == "UTC" else "tz"), f"create cron {cron!r} {zone} {kind}")
 
     @action(1, max_runs=st.sampled_from([1, 3, 8]))
@@ -567,6 +572,24 @@ class LifecycleMachine(RuleBasedStateMachine):
                 spans.append([after, None])
 
         self.run(go(), f"pause {str(job_id)[-6:]}")
+
+    @action(2)
+    def notifier_pass(self) -> None:
+        """The notifier judges failed runs: a job with pause_after_failures whose last runs failed is
+        paused in its own transaction (jobs.pause_in), racing whatever runs or retries now;
+        invariant 4 then holds for it as for a user's pause."""
+
+        async def go() -> None:
+            await self.notifier.run_once()
+            after = await self.store.clock_now()
+            for row in await self.store.db.fetch("SELECT id FROM jobs WHERE NOT enabled AND deleted_at IS NULL"):
+                spans = self.disabled.setdefault(row["id"], [])
+                if not spans or spans[-1][1] is not None:  # paused by the notifier just now
+                    spans.append([after, None])
+
+        if self.busy("notifier"):
+            return
+        self.run(go(), "notifier")
 
     @action(1, when=lambda self: bool(self.disabled), data=DATA)
     def resume(self, data: st.DataObject) -> None:
