@@ -101,7 +101,7 @@ def build_loops(config: Config, store: Store, queue: DelayQueue, worker_id: str)
     if "retention" in config.daemon.roles:
         services["retention"] = Retention(store, config.retention, idempotency_ttl_s=config.api.idempotency_ttl_s)
     if "notifier" in config.daemon.roles:
-        services["notifier"] = Notifier(store, config.notify, config.http)
+        services["notifier"] = Notifier(store, config.notify, config.http, Signer.from_config(store, config.secrets))
     if "dispatcher" in config.daemon.roles:
         services["dispatcher"] = Dispatcher(store, queue, config.dispatcher)
     if "worker" in config.daemon.roles:

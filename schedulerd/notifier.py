@@ -24,6 +24,8 @@ from schedulerd.core import notify
 from schedulerd.core.targets import redact
 from schedulerd.jobs import MAX_PAUSE_NOTE, pause_in
 from schedulerd.loops import every
+from schedulerd.errors import UnsealError
+from schedulerd.signing_keys import Signer
 from schedulerd.store import Store
 from schedulerd.tasks import http
 from schedulerd.tasks.registry import PermanentError
@@ -57,19 +59,31 @@ class Answer:
 
 def headers_for(notice_id: str, event: str) -> dict[str, str]:
     """schedulerd's headers on a notice (send() adds them to every one)."""
+    # The id also as Idempotency-Key: a receiver verifies a notice's signature with the same code
+    # as the http task's requests (docs/webhooks.md), and deduplicates on it as on those.
     return {"Content-Type": "application/json", "User-Agent": f"schedulerd/{__version__}",
-            notify.ID_HEADER: notice_id, notify.EVENT_HEADER: event}  # fmt: skip
+            notify.ID_HEADER: notice_id, notify.EVENT_HEADER: event, "Idempotency-Key": notice_id}  # fmt: skip
 
 
-async def send(url: str, body: str, notice_id: str, event: str, settings: HttpConfig, timeout_s: float) -> Answer:
+async def send(
+    url: str, body: str, notice_id: str, event: str, settings: HttpConfig, timeout_s: float, *, tenant: str,
+    signer: Signer | None = None,
+) -> Answer:  # fmt: skip
     """POST one notice through the http task's send path (its target check and allow-list).
-    Every notice, queued or the test one, is sent here with its final body in hand: a signature
-    over the body is one header added to headers_for's in this one place."""
+    Every notice, queued or the test one, is sent here with its final body in hand, and signed as
+    the http task's requests are when the tenant holds a signing key (the notice id in the
+    Idempotency-Key position, no fence: docs/webhooks.md)."""
     try:
         request = http.parse_params(
             {"url": url, "method": "POST", "body": body, "timeout_s": min(timeout_s, settings.timeout_s)}, settings
         )
-        status, _, _ = await http.call(request, settings, headers_for(notice_id, event))
+        headers = headers_for(notice_id, event)
+        if signer is not None:
+            try:
+                headers.update(await signer.sign_request(tenant, "POST", url, body.encode(), idempotency_key=notice_id))
+            except UnsealError as exc:
+                return Answer(None, f"cannot open this tenant's signing key: {exc}", permanent=True)
+        status, _, _ = await http.call(request, settings, headers)
     except http.RefusedError as exc:
         return Answer(None, f"refused: {exc.reason}", permanent=True)
     except PermanentError as exc:
@@ -80,10 +94,11 @@ async def send(url: str, body: str, notice_id: str, event: str, settings: HttpCo
 
 
 class Notifier:
-    def __init__(self, store: Store, config: NotifyConfig, http_config: HttpConfig) -> None:
+    def __init__(self, store: Store, config: NotifyConfig, http_config: HttpConfig, signer: Signer | None = None) -> None:
         self.store = store
         self.config = config
         self.http_config = http_config
+        self.signer = signer  # None: no [secrets].key, so no tenant holds a signing key
 
     async def run(self, stop: asyncio.Event) -> None:
         await every("notifier", self.config.interval_s, self.run_once, stop)
@@ -185,7 +200,9 @@ class Notifier:
     async def _send_due(self) -> tuple[int, int, int]:
         due = await self.store.notification_claim_due(self.config.batch_size, self.config.hold_s)
         answers = await asyncio.gather(*(
-            send(n["url"], n["payload"], str(n["id"]), n["event"], self.http_config, self.config.timeout_s) for n in due
+            send(n["url"], n["payload"], str(n["id"]), n["event"], self.http_config, self.config.timeout_s,
+                 tenant=n["tenant"], signer=self.signer)
+            for n in due
         ))  # fmt: skip
         counts = {notify.SENT: 0, notify.PENDING: 0, notify.GIVEN_UP: 0}
         for n, answer in zip(due, answers, strict=True):

@@ -279,3 +279,38 @@ async def test_a_redriven_run_failing_again_is_a_dead_letter_notice(
     bodies = [body for _, body in notices(receiver)]
     assert [(b["event"], b["execution"]["id"]) for b in bodies] == [("failure", str(failed.id)), ("dead_letter", str(failed.id))]
     assert len({b["id"] for b in bodies}) == 2
+
+
+async def test_a_notice_is_signed_with_the_tenants_keys_as_the_http_tasks_requests_are(
+    jobs, store, local_config, target, receiver, make_worker
+) -> None:  # fmt: skip
+    """A tenant holding a signing key: its notices carry X-Schedulerd-Signature over the notice id
+    (as Idempotency-Key) and body, verified by the receiver code docs/webhooks.md shows; a receiver
+    holding another secret answers 401 and the notice is given up, not retried."""
+    import base64
+    import os
+
+    from schedulerd.config import SecretsConfig
+    from schedulerd.keyring import Keyring
+    from schedulerd.signing_keys import Signer, SigningKeys
+
+    keyring = Keyring(base64.b64decode(base64.b64encode(os.urandom(32))))
+    issued = await SigningKeys(store, keyring, SecretsConfig()).rotate("default")
+    signer = Signer(store, keyring, cache_s=0)
+    target.failing = True
+    job = await make_cron(jobs, target, notify_url=receiver.url + "/hook", notify_on=("failure",))
+    assert job.tenant == "default"
+    await run(jobs, job, make_worker(), store)
+
+    receiver.signing_secrets = [issued.secret]  # the documented verification, 401 when it fails
+    signed = Notifier(store, local_config.notify, local_config.http, signer)
+    result = await signed.run_once()
+    assert result.sent == 1, result
+    [request] = receiver.requests
+    assert request.headers["X-Schedulerd-Signature"].count("v1=") == 1
+    assert request.headers["Idempotency-Key"] == request.headers[notify.ID_HEADER]
+
+    await run(jobs, job, make_worker(), store)
+    receiver.signing_secrets = ["a secret the receiver was never given"]
+    result = await signed.run_once()
+    assert (result.sent, result.given_up) == (0, 1), result

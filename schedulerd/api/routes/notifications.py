@@ -16,6 +16,7 @@ from schedulerd.core import notify
 from schedulerd.core.targets import redact
 from schedulerd.errors import ValidationError
 from schedulerd.notifier import send
+from schedulerd.signing_keys import Signer
 from schedulerd.tenants import Principal
 
 
@@ -23,6 +24,7 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
     api = APIRouter(prefix="/v1", responses=ERRORS)
     Caller = Annotated[Principal, Depends(caller)]
     config = services.config
+    signer = Signer.from_config(services.store, config.secrets)  # test notices are signed as queued ones are
 
     def checked(url: str) -> str:
         try:
@@ -71,7 +73,8 @@ def router(services: Services, caller: Callable[..., Awaitable[Principal]]) -> A
         notice_id = str(uuid4())
         payload = {"id": notice_id, "event": notify.TEST, "at": datetime.now(UTC).isoformat(), "tenant": who.tenant,
                    "message": "a test notice from schedulerd"}  # fmt: skip
-        answer = await send(url, json.dumps(payload), notice_id, notify.TEST, config.http, config.notify.timeout_s)
+        answer = await send(url, json.dumps(payload), notice_id, notify.TEST, config.http, config.notify.timeout_s,
+                            tenant=who.tenant, signer=signer)
         delivered = answer.status is not None and 200 <= answer.status < 300
         return {"url": redact(url), "delivered": delivered, "status": answer.status, "error": answer.error,
                 "notification_id": notice_id}  # fmt: skip
