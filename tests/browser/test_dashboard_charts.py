@@ -165,8 +165,9 @@ async def test_a_jobs_runs_upcoming_filter_pages_and_charts(
         await expect(ops.locator(f'#fleet-forecast g.bar[data-label="60m"] rect[data-part="{served.tenant}"]')).to_have_count(1)
         await expect(ops.locator(f'#forecast-by-tenant tr.tenant[data-tenant="{served.tenant}"]')).to_be_visible()
         # The fleet as `schedulerd status` shows it (/fleet: the same report): the daemon's replica, the figures by reason.
-        await expect(ops.locator("#replicas tr.replica")).to_have_count(1)
         report = (await http.get(served.ops_url + "/fleet")).json()
+        await expect(ops.locator("#replicas tr.replica")).to_have_count(len(report["replicas"]))  # this daemon, and any other seen in the last minute
+        assert len(report["replicas"]) >= 1
         await expect(ops.locator("#started")).to_have_text(f"{report['started_last_5m']:,}")
         for element, figures in (("#late-by-reason", report["late_last_hour_by_reason"]), ("#parked-by-reason", report["parked_by_reason"])):
             shown = ", ".join(f"{k} {n:,}" for k, n in figures.items() if n) or "none"
