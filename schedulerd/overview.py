@@ -30,7 +30,7 @@ class FleetOverview:
 async def fleet(store: Store, queue: DelayQueue, config: Config) -> FleetOverview:
     """Every replica's figures: replicas seen, queue depth (None when Redis does not answer: this is
     the screen used when things are broken), oldest queued and pending, start lag, recent outcomes,
-    the materialiser horizon, what falls due next, late runs by reason and what is parked by reason."""
+    the materialiser horizon, what falls due next, late runs by reason, what is parked by reason and the tenant quotas in force."""
     overview = await store.execution_overview()
     horizon, now = await store.job_horizon()
     replicas = await store.replica_list(seen_within_s=REPLICAS_SEEN_WITHIN_S)
@@ -38,6 +38,7 @@ async def fleet(store: Store, queue: DelayQueue, config: Config) -> FleetOvervie
     forecast = await LateRuns(store, config).forecast()
     late_last_hour = await store.execution_late_counts(within_s=LATE_WITHIN_S)
     parked = await store.execution_parked_counts()
+    runtime_quotas = {q.tenant: q.in_flight for q in await store.tenant_quota_list()}
     try:
         depth: int | None = await queue.depth()
     except UNREACHABLE:
@@ -73,6 +74,9 @@ async def fleet(store: Store, queue: DelayQueue, config: Config) -> FleetOvervie
         "late_last_hour_by_reason": late_last_hour,
         # Held back unrun now, attempt not used: parked by a worker, or waiting for a concurrency slot.
         "parked_by_reason": parked,
+        # Tenant in-flight quotas in force: set at runtime (`schedulerd tenant quota`) over config's.
+        "tenant_quotas": {"runtime": runtime_quotas, "config": dict(config.concurrency.tenants),
+                          "default": config.concurrency.tenant_default},
     }  # fmt: skip
     return FleetOverview(now, oldest_queued, oldest_pending, report)
 

@@ -1,6 +1,6 @@
 """Operator endpoints: /metrics (Prometheus), /healthz (the process answers), /readyz
 (Postgres and Redis answer, the schema is current, every loop ticked recently), /fleet (what
-`schedulerd status` shows, the same figures from the same code, and the tenant quotas in force),
+`schedulerd status` shows: the same report from the same code),
 /forecast (executions due in the next 1, 5, 15 and 60 minutes, for autoscalers), /stats/minutes
 (the fleet's last minutes: counts and start lag) and / (a page showing the fleet). Served only on
 the [ops] listener (api/app.py create_ops_app), never the tenants': /forecast and /metrics name
@@ -35,13 +35,8 @@ def router(store: Store, queue: DelayQueue, config: Config) -> APIRouter:
 
     @ops.get("/fleet", include_in_schema=False)
     async def fleet() -> dict[str, Any]:
-        """`schedulerd status --json`'s report, and the tenant quotas in force (runtime over config)."""
-        report = (await overview.fleet(store, queue, config)).report
-        runtime = {q.tenant: q.in_flight for q in await store.tenant_quota_list()}
-        report["tenant_quotas"] = {
-            "runtime": runtime, "config": dict(config.concurrency.tenants), "default": config.concurrency.tenant_default,
-        }  # fmt: skip
-        return report
+        """`schedulerd status --json`'s report."""
+        return (await overview.fleet(store, queue, config)).report
 
     @ops.get("/forecast", include_in_schema=False)
     async def forecast() -> dict[str, Any]:

@@ -388,7 +388,7 @@ class Worker:
         if outcome is AttemptOutcome.CANCELLED:
             ctx.log.warning("worker.attempt_cancelled", reason="overlap")
         elif outcome is not AttemptOutcome.SUCCEEDED:  # a line per success is too many at 10,000/s
-            ctx.log.warning("worker.attempt_failed", outcome=str(outcome), error=(error or "").splitlines()[-1][:200])
+            ctx.log.warning("worker.attempt_failed", outcome=str(outcome), error=((error or "").splitlines() or [""])[-1][:200])
         return result
 
     def _record(
