@@ -35,6 +35,8 @@ class AttemptOutcome(enum.StrEnum):
 
 
 class _Row:
+    __slots__ = ()
+
     @classmethod
     def from_row(cls, row: Any) -> Self:
         return cls(*map(row.__getitem__, _field_names(cls)))
@@ -194,7 +196,10 @@ class FailedExecution:
     task: str
 
 
-@dataclass(frozen=True)
+# Claim and Outcome are made once per execution on the worker's hottest path: slotted and not
+# frozen, since a frozen dataclass's __init__ (object.__setattr__ per field) cost ten times as
+# much (4.7 against 0.4 µs for a Claim). Nothing changes one after it is made.
+@dataclass(slots=True)
 class Claim(_Row):
     """An execution this worker now holds, with what it needs to run and retry it."""
 
@@ -223,7 +228,7 @@ class Claim(_Row):
     traceparent: str | None = None  # the producer's trace context (W3C), for the attempt's span (tracing.py)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Outcome:
     """What a worker reports for one attempt (see Store.execution_finish_many)."""
 

@@ -37,7 +37,7 @@ from schedulerd.tasks import registry
 from schedulerd.transient import TRANSIENT_ERRORS, enqueue_committed
 from schedulerd.worker import attempt
 from schedulerd.worker.admission import Admission
-from schedulerd.worker.attempt import Running, Stop
+from schedulerd.worker.attempt import Deadline, Running, Stop
 from schedulerd.worker.breaker_gate import BreakerGate
 from schedulerd.worker.parking import Parking
 from schedulerd.worker.rate_gate import RateGate
@@ -330,6 +330,7 @@ class Worker:
         self.stats.claimed += len(claims)
         for task, count in collections.Counter(claim.task for claim in claims).items():
             metrics.attempts(task).inc(count)  # per batch: each inc takes a lock
+        by_timeout: dict[float, list[Running]] = {}
         for claim in claims:
             metrics.start_lag(claim.task).observe(max(0.0, (claim.started_at - claim.due_at).total_seconds()))
             older = self.running.get(claim.id)
@@ -341,9 +342,11 @@ class Worker:
                 older.task.cancel()
             running = Running(claim)
             self.running[claim.id] = running
+            by_timeout.setdefault(claim.timeout_s, []).append(running)
             # unnamed: naming cost 4% of a busy worker
             running.task = asyncio.create_task(self._execute(running) if self.tracer is None else self._traced(running))
-        metrics.IN_FLIGHT.set(len(self.running))
+        for timeout_s, started in by_timeout.items():
+            Deadline(started, timeout_s)
         return claims
 
     def sleep_s(self) -> float:
@@ -377,8 +380,9 @@ class Worker:
         finally:
             if self.running.get(claim.id) is running:  # not a newer attempt of the same execution
                 del self.running[claim.id]
+            if running.deadline is not None:
+                running.deadline.ended(running)
             self.admission.finished(claim)
-            metrics.IN_FLIGHT.set(len(self.running))
             self._slot_free.set()
         if result is None:  # stopped on purpose: the attempt is recorded elsewhere
             return None
@@ -395,10 +399,13 @@ class Worker:
         self, claim: Claim, outcome: AttemptOutcome, error: str | None, *, detail: str | None = None,
         permanent: bool = False, retry_after_s: float | None = None,
     ) -> None:  # fmt: skip
-        policy = RetryPolicy(claim.max_attempts, claim.backoff_base_s, claim.backoff_factor, claim.backoff_max_s)
-        then = after_attempt(outcome, claim.attempt, policy, horizon_s=self.horizon_s, permanent=permanent,
-                             retry_after_s=retry_after_s, rng=self.rng)  # fmt: skip
-        status, delay_s = ExecutionStatus(then.status), then.delay_s
+        if outcome is AttemptOutcome.SUCCEEDED:  # most attempts: nothing to decide (after_attempt's first rule)
+            status, delay_s = ExecutionStatus.SUCCEEDED, None
+        else:
+            policy = RetryPolicy(claim.max_attempts, claim.backoff_base_s, claim.backoff_factor, claim.backoff_max_s)
+            then = after_attempt(outcome, claim.attempt, policy, horizon_s=self.horizon_s, permanent=permanent,
+                                 retry_after_s=retry_after_s, rng=self.rng)  # fmt: skip
+            status, delay_s = ExecutionStatus(then.status), then.delay_s
         newer = self._outcomes.get(claim.id)
         if newer is not None and newer.fence > claim.fence:
             # A later attempt of this execution already holds its outcome here: this one's fence
@@ -546,6 +553,7 @@ class Worker:
         while not stop.is_set():
             started = await self.run_once()
             health.tick("worker")
+            metrics.IN_FLIGHT.set(len(self.running))  # per pass, not per attempt: a gauge set takes a lock
             full = self._main_running() >= self.config.concurrency
             if started >= self.config.batch_size and not full:
                 continue  # a whole batch was due: more probably is

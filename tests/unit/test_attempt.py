@@ -15,7 +15,7 @@ from schedulerd import PermanentError, RetryAfter, TaskContext, UnknownTaskError
 from schedulerd.models import AttemptOutcome, Claim
 from schedulerd.tasks import registry
 from schedulerd.worker import Result, Stop
-from schedulerd.worker.attempt import Running, run
+from schedulerd.worker.attempt import Deadline, Running, run
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -87,9 +87,48 @@ async def test_each_error_a_handler_raises_is_recorded_as_it_says(threads: Threa
     assert own.error is not None and "TimeoutError: the target timed out" in own.error  # the handler's own, not the claim's
 
 
+async def _run_with_deadline(claims: list[Claim], threads: ThreadPoolExecutor, timeout_s: float) -> list[Result | None]:
+    """As the worker starts a claim batch: a task per attempt, one Deadline for those sharing a timeout."""
+    running = [Running(claim) for claim in claims]
+    for r in running:
+        r.task = asyncio.ensure_future(_until_ended(r, threads))
+    Deadline(running, timeout_s)
+    return list(await asyncio.gather(*(r.task for r in running)))  # type: ignore[misc]
+
+
+async def _until_ended(running: Running, threads: ThreadPoolExecutor) -> Result | None:
+    try:
+        return await run(running, _ctx(running.claim), threads, "w1")
+    finally:
+        assert running.deadline is not None
+        running.deadline.ended(running)
+
+
 async def test_the_claims_timeout_times_the_attempt_out(threads: ThreadPoolExecutor) -> None:
-    result = await _run(_claim("unit.attempt.slow", timeout_s=0.01), threads)
-    assert result == Result(AttemptOutcome.TIMED_OUT, "timed out after 0.01 s")
+    slow, quick = _claim("unit.attempt.slow", timeout_s=0.01), _claim("unit.attempt.none", timeout_s=0.01)
+    results = await _run_with_deadline([slow, quick], threads, 0.01)
+    assert results == [Result(AttemptOutcome.TIMED_OUT, "timed out after 0.01 s"), Result(AttemptOutcome.SUCCEEDED)]
+
+
+async def test_a_deadline_is_disarmed_once_its_last_attempt_ends(threads: ThreadPoolExecutor) -> None:
+    """Quick attempts are not held until a long timeout passes: their shared timer goes with the last."""
+    running = [Running(_claim("unit.attempt.none", timeout_s=3600.0)) for _ in range(3)]
+    for r in running:
+        r.task = asyncio.ensure_future(_until_ended(r, threads))
+    deadline = Deadline(running, 3600.0)
+    timer = deadline._timer
+    await asyncio.gather(*(r.task for r in running))  # type: ignore[misc]
+    assert timer.cancelled() and not deadline._running
+
+
+async def test_an_attempt_stopped_for_another_reason_is_not_called_timed_out(threads: ThreadPoolExecutor) -> None:
+    running = Running(_claim("unit.attempt.slow", timeout_s=0.01))
+    running.task = asyncio.ensure_future(_until_ended(running, threads))
+    Deadline([running], 0.01)
+    await asyncio.sleep(0)  # the handler is under way
+    running.stopped = Stop.LEASE_LOST  # the heartbeat found its lease lost first
+    running.task.cancel()
+    assert await running.task is None
 
 
 async def test_an_unknown_task_type_fails_naming_the_worker(threads: ThreadPoolExecutor) -> None:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from asyncpg.pgproto import pgproto
+from hypothesis import given
+from hypothesis import strategies as st
 from datetime import UTC, datetime, timedelta
 
 from schedulerd.core.ids import EARLIEST, LATEST, execution_id, scheduled_for_bounds, scheduled_ms
@@ -55,3 +58,14 @@ def test_an_id_whose_time_is_past_year_9999_narrows_nothing(text):
     assert scheduled_ms(text) is not None
     assert scheduled_for_bounds([text]) == (EARLIEST, LATEST)
     assert scheduled_for_bounds([execution_id(MIDNIGHT), text]) == (EARLIEST, LATEST)
+
+
+@given(st.integers(min_value=0, max_value=2**128 - 1))
+def test_an_id_reads_the_same_from_its_bits_as_from_its_text(bits):
+    """scheduled_ms reads a UUID from its bits and text by its characters: they agree on every
+    id, of any version and variant, and asyncpg's own UUID type reads as the standard one."""
+    any_id = uuid.UUID(int=bits)
+    as_v8 = uuid.UUID(int=(bits & ~(0xF << 76) & ~(0x3 << 62)) | (0x8 << 76) | (0x2 << 62))
+    for candidate in (any_id, as_v8, pgproto.UUID(str(as_v8))):
+        assert scheduled_ms(candidate) == scheduled_ms(str(candidate))
+    assert scheduled_ms(as_v8) == bits >> 80
