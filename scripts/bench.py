@@ -124,6 +124,7 @@ class Replica:
     process: subprocess.Popen[bytes]
     log_path: Path
     cpu_at_ready_s: float = 0.0
+    rss_kb_at_ready: int = 0
 
 
 def _with_database(url: str, name: str) -> str:
@@ -370,8 +371,8 @@ async def run_bench(args: argparse.Namespace, workload: Workload, servers: Scrat
     first_started_at - scheduled_for. throughput_per_s: executions started / (last first start -
     first first start), i.e. the start rate sustained over the run; for steady it is capped by
     the offered rate, for spike it is the capacity. drain_s: last finished_at - last
-    scheduled_for. rss_mb_max: largest replica's peak RSS (VmHWM, MiB). cpu_s: all replicas'
-    user+sys CPU seconds over their lifetime (cpu_workload_s: since they were ready).
+    scheduled_for. rss_mb_max: largest replica's peak RSS (VmHWM, MiB); rss_mb_idle: the largest
+    RSS when ready, before any work. cpu_s: all replicas' user+sys CPU seconds over their lifetime (cpu_workload_s: since they were ready).
     pg_cpu_s: CPU seconds of the Postgres backends serving the bench database, from ready to the
     end; redis_cpu_s: the whole Redis server's CPU seconds meanwhile (shared: others count too).
     """
@@ -411,6 +412,7 @@ async def run_bench(args: argparse.Namespace, workload: Workload, servers: Scrat
         await wait_ready(replicas, {postgres_port, _port(redis_url, 6379)})
         for r in replicas:
             r.cpu_at_ready_s = _cpu_s(r.process.pid)
+            r.rss_kb_at_ready = _proc_status_kb(r.process.pid, "VmRSS")
         pg_cpu_before, redis_cpu_before = await _server_cpu(db, nodes)
         probing = workload.scenario == "spike" and getattr(args, "priority_probe", None) is not None
         if args.feed == "client" or probing:  # the task types the replicas reported are what the client checks against
@@ -513,6 +515,7 @@ async def run_bench(args: argparse.Namespace, workload: Workload, servers: Scrat
             "alarming_log_sample": alarming[:5],
             "throughput_per_s": round(started / float(span), 1) if span else None,
             "rss_mb_max": round(rss_mb_max, 1),
+            "rss_mb_idle": round(max((r.rss_kb_at_ready for r in replicas), default=0) / 1024, 1),
             "cpu_s": round(cpu_s, 2),
             "cpu_workload_s": round(cpu_workload_s, 2),
             "pg_cpu_s": round(pg_cpu_s, 2),
@@ -705,7 +708,7 @@ def _report(r: dict[str, Any]) -> None:
           f"{r['lost']} lost, {r['duplicates']} started more than once")  # fmt: skip
     print(f"throughput {r['throughput_per_s']}/s; start lag p50 {r['lag_p50_ms']} ms, p99 {r['lag_p99_ms']} ms, "
           f"max {r['lag_max_ms']} ms; drained {r['drain_s']} s after the last due time")  # fmt: skip
-    print(f"largest replica peak RSS {r['rss_mb_max']} MB; CPU {r['cpu_s']} s in all ({r['cpu_workload_s']} s "
+    print(f"largest replica peak RSS {r['rss_mb_max']} MB ({r['rss_mb_idle']} MB idle when ready); CPU {r['cpu_s']} s in all ({r['cpu_workload_s']} s "
           f"after start-up); Postgres backends {r['pg_cpu_s']} s, Redis {r['redis_cpu_s']} s "
           f"(by node {r['redis_cpu_s_by_node']}; {r['shards']} shard(s){', cluster' if r['redis_cluster'] else ''})"
           f"{'; Postgres: a pg_auto_failover formation' if r.get('postgres_formation') else ''}; "

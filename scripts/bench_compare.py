@@ -43,6 +43,7 @@ FIGURES: dict[str, Callable[[dict[str, Any]], float | None]] = {
     "redis_cpu_s": lambda r: r.get("redis_cpu_s"),
     "cpu_per_execution_us": _cpu_per_execution_us,
     "rss_mb_max": lambda r: r.get("rss_mb_max"),
+    "rss_mb_idle": lambda r: r.get("rss_mb_idle"),
     "jobs_per_s": lambda r: r.get("jobs_per_s_median"),
     "latency_p99_ms": lambda r: (r.get("runs") or [{}])[-1].get("p99_ms"),
 }
