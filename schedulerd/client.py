@@ -603,16 +603,18 @@ class TaskRef:
 
 
 def task(
-    name: str, *, breaker_key: Callable[[dict[str, Any]], str] | None = None, **defaults: Any
+    name: str, *, breaker_key: Callable[[dict[str, Any]], str] | None = None, inline: bool = False, **defaults: Any
 ) -> Callable[[registry.Handler], TaskRef]:
     """Register a handler under a task type name (for the workers that import this module) and
-    return a TaskRef to enqueue it with. `defaults`: enqueue options, e.g. max_attempts=5."""
+    return a TaskRef to enqueue it with. `defaults`: enqueue options, e.g. max_attempts=5.
+    inline: a plain function that returns at once runs on the event loop without a thread or a
+    task of its own (registry.task)."""
     unknown = sorted(set(defaults) - (_REQUEST_FIELDS - {"task", "params"}))
     if unknown:
         raise TypeError(f"task {name!r}: {unknown[0]!r} is not an enqueue option")
 
     def register(handler: registry.Handler) -> TaskRef:
-        registry.task(name, breaker_key=breaker_key)(handler)
+        registry.task(name, breaker_key=breaker_key, inline=inline)(handler)
         return TaskRef(name, handler, dict(defaults))
 
     return register

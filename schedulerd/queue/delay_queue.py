@@ -155,7 +155,8 @@ def score_ms(due_at: datetime) -> int:
     """Due time in whole ms, rounded UP: the pop compares with Redis TIME rounded down, so a
     member is never popped before its due time, and the claim, judging at the pop's instant,
     finds every popped row due."""
-    return -(-((due_at - _EPOCH) // timedelta(microseconds=1)) // 1000)
+    since = due_at - _EPOCH  # its fields, not `// timedelta(microseconds=1)`: a third of the cost, per entry
+    return -(-((since.days * 86_400 + since.seconds) * 1_000_000 + since.microseconds) // 1000)
 
 
 class DelayQueue:

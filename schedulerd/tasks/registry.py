@@ -72,6 +72,7 @@ class Task:
     is_async: bool
     breaker_key: Callable[[dict[str, Any]], str] | None = None  # params -> circuit breaker key; None: the task name
     target_host: Callable[[dict[str, Any]], str | None] | None = None  # params -> the host it calls ([rate_limits].hosts)
+    inline: bool = False  # run on the event loop as its claim starts: no thread, no asyncio task (see task())
 
 
 def breaker_key(task_name: str, params: dict[str, Any]) -> str:
@@ -96,16 +97,31 @@ def task(
     *,
     breaker_key: Callable[[dict[str, Any]], str] | None = None,
     target_host: Callable[[dict[str, Any]], str | None] | None = None,
+    inline: bool = False,
 ) -> Callable[[Handler], Handler]:
-    """Register a handler under a task type name (breaker_key, target_host: see Task)."""
+    """Register a handler under a task type name (breaker_key, target_host: see Task).
+
+    inline=True, for a plain function that returns at once (no I/O, no waiting: bump a counter,
+    put an item on an in-process queue, a small computation): it runs on the event loop as its
+    claim starts, with no thread and no asyncio task, the cheapest way to run many tiny handlers.
+    Nothing can interrupt it, so its timeout is not enforced, and while it runs the worker does
+    nothing else: keep it well under a millisecond. Anything that waits is an async handler."""
 
     def register(handler: Handler) -> Handler:
         if name in _TASKS and _TASKS[name].handler is not handler:
             raise ValueError(f"task {name!r} is already registered by {_TASKS[name].handler!r}")
-        _TASKS[name] = Task(name, handler, inspect.iscoroutinefunction(handler), breaker_key, target_host)
+        is_async = inspect.iscoroutinefunction(handler)
+        if inline and is_async:
+            raise ValueError(f"task {name!r}: inline=True is for plain functions; an async handler runs in its own asyncio task")
+        _TASKS[name] = Task(name, handler, is_async, breaker_key, target_host, inline)
         return handler
 
     return register
+
+
+def is_inline(name: str) -> bool:
+    found = _TASKS.get(name)
+    return found is not None and found.inline
 
 
 def get(name: str) -> Task:

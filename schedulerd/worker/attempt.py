@@ -104,6 +104,8 @@ async def run(running: Running, ctx: registry.TaskContext, threads: ThreadPoolEx
         task = registry.get(claim.task)
         if task.is_async:
             result = await task.handler(ctx, claim.params)
+        elif task.inline:  # here only while tracing is on (its span is this task's): still on the loop
+            result = task.handler(ctx, claim.params)
         else:
             # A thread cannot be interrupted: on timeout the attempt is recorded as timed out,
             # but the function runs on in its thread until it returns.
@@ -121,12 +123,27 @@ async def run(running: Running, ctx: registry.TaskContext, threads: ThreadPoolEx
             ctx.log.warning(f"worker.{running.stopped}")
             return None
         raise
-    except UnknownTaskError as exc:  # task type not registered in this process
-        return Result(AttemptOutcome.FAILED, f"{exc} on worker {worker_id}")
-    except registry.PermanentError as exc:
-        return Result(AttemptOutcome.FAILED, f"not retried (permanent): {exc}", describe_detail(exc.detail), permanent=True)
-    except registry.RetryAfter as exc:
-        return Result(AttemptOutcome.FAILED, str(exc), describe_detail(exc.detail), retry_after_s=exc.delay_s)
     except Exception as exc:
-        return Result(AttemptOutcome.FAILED, describe_error(exc), describe_detail(getattr(exc, "detail", None)))
+        return _failed(exc, worker_id)
     return _SUCCEEDED if detail is None else Result(AttemptOutcome.SUCCEEDED, detail=detail)
+
+
+def run_inline(claim: Claim, ctx: registry.TaskContext, worker_id: str) -> Result:
+    """An inline task's attempt (registry.task(inline=True)), called here and now: it returns
+    before anything else runs, so nothing can stop or time it out."""
+    try:
+        detail = describe_detail(registry.get(claim.task).handler(ctx, claim.params))
+    except Exception as exc:
+        return _failed(exc, worker_id)
+    return _SUCCEEDED if detail is None else Result(AttemptOutcome.SUCCEEDED, detail=detail)
+
+
+def _failed(exc: Exception, worker_id: str) -> Result:
+    """How an error a handler raised (or the lookup of its task type) is recorded."""
+    if isinstance(exc, UnknownTaskError):  # task type not registered in this process
+        return Result(AttemptOutcome.FAILED, f"{exc} on worker {worker_id}")
+    if isinstance(exc, registry.PermanentError):
+        return Result(AttemptOutcome.FAILED, f"not retried (permanent): {exc}", describe_detail(exc.detail), permanent=True)
+    if isinstance(exc, registry.RetryAfter):
+        return Result(AttemptOutcome.FAILED, str(exc), describe_detail(exc.detail), retry_after_s=exc.delay_s)
+    return Result(AttemptOutcome.FAILED, describe_error(exc), describe_detail(getattr(exc, "detail", None)))

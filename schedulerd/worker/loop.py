@@ -340,6 +340,9 @@ class Worker:
                 older.stopped = Stop.LEASE_LOST
                 self.stats.lease_lost += 1
                 older.task.cancel()
+            if self.tracer is None and registry.is_inline(claim.task):  # a traced one needs a task for its span
+                self._run_inline(claim)
+                continue
             running = Running(claim)
             self.running[claim.id] = running
             by_timeout.setdefault(claim.timeout_s, []).append(running)
@@ -386,6 +389,19 @@ class Worker:
             self._slot_free.set()
         if result is None:  # stopped on purpose: the attempt is recorded elsewhere
             return None
+        self._ended(claim, ctx, result, began)
+        return result
+
+    def _run_inline(self, claim: Claim) -> None:
+        """An inline task's attempt (registry.task(inline=True)), run as its claim starts: no
+        thread, no asyncio task, no timer; recorded as any other attempt is."""
+        ctx = registry.TaskContext(claim.id, claim.job_id, claim.tenant, claim.scheduled_for, claim.attempt, claim.fence, claim.task)
+        began = time.monotonic()
+        result = attempt.run_inline(claim, ctx, self.worker_id)
+        self.admission.finished(claim)
+        self._ended(claim, ctx, result, began)
+
+    def _ended(self, claim: Claim, ctx: registry.TaskContext, result: attempt.Result, began: float) -> None:
         outcome, error = result.outcome, result.error
         self._record(claim, outcome, error, detail=result.detail, permanent=result.permanent, retry_after_s=result.retry_after_s)
         self.overrun.attempt_finished(claim.job_id, time.monotonic() - began)
@@ -393,7 +409,6 @@ class Worker:
             ctx.log.warning("worker.attempt_cancelled", reason="overlap")
         elif outcome is not AttemptOutcome.SUCCEEDED:  # a line per success is too many at 10,000/s
             ctx.log.warning("worker.attempt_failed", outcome=str(outcome), error=((error or "").splitlines() or [""])[-1][:200])
-        return result
 
     def _record(
         self, claim: Claim, outcome: AttemptOutcome, error: str | None, *, detail: str | None = None,

@@ -9,8 +9,9 @@ from dataclasses import replace
 from typing import Any
 
 import asyncpg
+import pytest
 
-from schedulerd import health
+from schedulerd import PermanentError, health
 from schedulerd.models import AttemptOutcome, ExecutionStatus, Outcome
 from schedulerd.sweeper import Sweeper
 from schedulerd.tasks.registry import TaskContext, task
@@ -59,6 +60,48 @@ async def test_sync_handler_runs_in_thread_pool(make_job, make_worker, store) ->
     failed = await run_until_idle(worker, store, bad.id)
     assert failed.status == ExecutionStatus.FAILED
     assert "ValueError: wrong square" in failed.last_error
+
+
+inline_calls: list[tuple[TaskContext, asyncio.Task[Any] | None]] = []
+
+
+@task("test.inline_count", inline=True)
+def inline_count(ctx: TaskContext, params: dict[str, Any]) -> dict[str, int] | None:
+    """Inline: runs on the event loop, in the pop loop's own step (no task of its own)."""
+    inline_calls.append((ctx, asyncio.current_task()))
+    if params.get("fail_on") == ctx.attempt:
+        raise ValueError(f"failed attempt {ctx.attempt}")
+    if params.get("permanent"):
+        raise PermanentError("no point", detail={"why": "bad params"})
+    return {"n": params.get("n", 0)} if "n" in params else None
+
+
+async def test_an_inline_handler_runs_on_the_loop_and_is_recorded_as_any_other(make_job, make_worker, store) -> None:
+    """task(inline=True): no thread, no task of its own; its value is the detail, an error fails
+    the attempt and is retried as usual, a PermanentError ends it, and nothing holds its slot."""
+    _, counted = await make_job("test.inline_count", params={"n": 7})
+    _, retried = await make_job("test.inline_count", params={"fail_on": 1})
+    _, permanent = await make_job("test.inline_count", params={"permanent": True})
+    worker = make_worker()
+    inline_calls.clear()
+    assert (await run_until_idle(worker, store, counted.id)).status == ExecutionStatus.SUCCEEDED
+    assert [a.detail for a in await store.attempt_list(counted.id)] == ['{"n": 7}']
+    # In the step that started its claim (this test's own task drives run_once), not a task of its own.
+    assert inline_calls and all(running_in is asyncio.current_task() for _, running_in in inline_calls)
+    assert (await run_until_idle(worker, store, retried.id)).status == ExecutionStatus.SUCCEEDED
+    attempts = await store.attempt_list(retried.id)
+    assert [(a.attempt, a.outcome) for a in attempts] == [(1, "failed"), (2, "succeeded")]
+    assert "ValueError: failed attempt 1" in (attempts[0].error or "")
+    gone = await run_until_idle(worker, store, permanent.id)
+    assert gone.status == ExecutionStatus.FAILED and gone.attempt == 1 and "not retried (permanent): no point" in gone.last_error
+    assert not worker.running and worker.admission.by_task["test.inline_count"] == 0
+
+
+def test_inline_is_refused_for_an_async_handler() -> None:
+    with pytest.raises(ValueError, match="inline=True is for plain functions"):
+
+        @task("test.inline_async", inline=True)
+        async def _inline_async(ctx: TaskContext, params: dict[str, Any]) -> None: ...
 
 
 async def test_claim_race_has_exactly_one_winner_per_execution(make_job, store) -> None:
