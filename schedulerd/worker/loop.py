@@ -397,8 +397,13 @@ class Worker:
         thread, no asyncio task, no timer; recorded as any other attempt is."""
         ctx = registry.TaskContext(claim.id, claim.job_id, claim.tenant, claim.scheduled_for, claim.attempt, claim.fence, claim.task)
         began = time.monotonic()
-        result = attempt.run_inline(claim, ctx, self.worker_id)
-        self.admission.finished(claim)
+        running = self.running[claim.id] = Running(claim)  # held as any running attempt, for the call
+        try:
+            result = attempt.run_inline(claim, ctx, self.worker_id)
+        finally:
+            if self.running.get(claim.id) is running:
+                del self.running[claim.id]
+            self.admission.finished(claim)
         self._ended(claim, ctx, result, began)
 
     def _ended(self, claim: Claim, ctx: registry.TaskContext, result: attempt.Result, began: float) -> None:

@@ -166,9 +166,18 @@ async def _witness(ctx: TaskContext, params: dict[str, Any]) -> Any:
     return await machine.witness(ctx, params)
 
 
+def _witness_inline(ctx: TaskContext, params: dict[str, Any]) -> Any:
+    machine = CURRENT
+    assert machine is not None, "a lifecycle witness ran outside the machine"
+    start = machine.started(ctx)
+    start.ended = "succeeded"
+    return {"fence": ctx.fence}
+
+
 task("lifecycle.ok")(_witness)
 task("lifecycle.fail")(_witness)
 task("lifecycle.block")(_witness)
+task("lifecycle.inline", inline=True)(_witness_inline)  # runs as its claim starts, no task of its own
 
 
 def _is_acceptable(exc: BaseException) -> bool:
@@ -397,7 +406,8 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     # --- the witness -------------------------------------------------------------------------
 
-    async def witness(self, ctx: TaskContext, params: dict[str, Any]) -> Any:
+    def started(self, ctx: TaskContext) -> Start:
+        """A handler start: checked (one start per fence, fences rising) and recorded."""
         key = (ctx.execution_id, ctx.fence)
         holder = next((w for w in self.workers.values() if (r := w.running.get(ctx.execution_id)) and r.claim.fence == ctx.fence), None)
         assert holder is not None
@@ -414,7 +424,12 @@ class LifecycleMachine(RuleBasedStateMachine):
                 self.overlaps.append((ctx.execution_id, other_fence, ctx.fence))
         self.starts[key] = Start(ctx.execution_id, ctx.fence, ctx.job_id, holder.worker_id, claim.started_at, time.monotonic())
         self.note(f"  >> start {str(ctx.execution_id)[-6:]} fence {ctx.fence} on {holder.worker_id}")
-        start = self.starts[key]
+        return self.starts[key]
+
+    async def witness(self, ctx: TaskContext, params: dict[str, Any]) -> Any:
+        key = (ctx.execution_id, ctx.fence)
+        start = self.started(ctx)
+        holder = next(w for w in self.workers.values() if (r := w.running.get(ctx.execution_id)) and r.claim.fence == ctx.fence)
         try:
             if ctx.task == "lifecycle.fail":
                 raise RuntimeError("lifecycle: this handler fails")
@@ -453,7 +468,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     # --- rules: creating work ----------------------------------------------------------------
 
-    @action(4, kind=st.sampled_from(["lifecycle.ok", "lifecycle.fail", "lifecycle.block"]), in_s=st.sampled_from([0.0, 0.0, 0.2, 1.0]),
+    @action(4, kind=st.sampled_from(["lifecycle.ok", "lifecycle.fail", "lifecycle.block", "lifecycle.inline"]), in_s=st.sampled_from([0.0, 0.0, 0.2, 1.0]),
           attempts=st.sampled_from([1, 2, 3]), timeout_s=st.sampled_from([5.0, 0.4]), tenant=st.sampled_from(["t1", "t2"]))
     def create_one_off(self, kind: str, in_s: float, attempts: int, timeout_s: float, tenant: str) -> None:
         spec = JobSpec(task=kind, tenant=tenant, delay_s=in_s, max_attempts=attempts, timeout_s=timeout_s)
