@@ -18,8 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-import httpx
-
 from schedulerd.config import MAX_SIGNING_GRACE_S, SecretsConfig
 from schedulerd.core.signing import SIGNATURE_HEADER, signature_header
 from schedulerd.errors import ConflictError, NotFoundError, ValidationError
@@ -116,6 +114,8 @@ class Signer:
         keys = await self.keys(tenant)
         if not keys:
             return {}
+        import httpx  # only to sign: a replica that never calls out never holds it (schedulerd/tasks/http.py)
+
         path = httpx.URL(url).raw_path.decode("ascii")
         header = signature_header(keys, int(self.now_s()), method, path, body, idempotency_key, fence)
         return {SIGNATURE_HEADER: header}

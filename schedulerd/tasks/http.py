@@ -21,10 +21,8 @@ import socket
 import time
 from dataclasses import dataclass, replace
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
-
-import httpx
 
 from schedulerd.config import HttpConfig
 from schedulerd.core import secret_refs
@@ -33,6 +31,9 @@ from schedulerd.errors import NotConfiguredError, UnsealError
 from schedulerd.signing_keys import Signer
 from schedulerd.tasks.registry import PermanentError, RetryAfter, TaskContext, task
 from schedulerd.tenant_secrets import MissingSecretError, TenantSecrets
+
+if TYPE_CHECKING:
+    import httpx
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 # Set by schedulerd (or derived from the body), never by params, in any letter case: the target
@@ -110,6 +111,8 @@ def parse_params(params: dict[str, Any], settings: HttpConfig) -> Request:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError as exc:
         raise PermanentError(f"http: params.url has a bad port: {exc}") from None
+    import httpx  # here, not at the top: a replica that never calls out never holds it (3 MB)
+
     try:
         httpx.URL(url)  # what the client will parse: refuse here, before anything counts as the target's fault
     except (ValueError, httpx.InvalidURL) as exc:
@@ -210,6 +213,8 @@ async def _resolve(host: str, port: int) -> list[str]:
 def _client_for_process() -> httpx.AsyncClient:
     """One client (and its connection pool) for every call this process makes, made at first use."""
     global _client
+    import httpx
+
     if _client is None or _client.is_closed:
         # No redirects: a redirect could lead past the target check. No proxies from the environment.
         _client = httpx.AsyncClient(follow_redirects=False, trust_env=False)
@@ -284,6 +289,8 @@ async def call(
     set over the request's; `secret_values` are kept out of every error. Returns (status, body
     excerpt, Retry-After). A timeout or connection failure is a TargetError (worth retrying); a
     request that could not be sent is a PermanentError."""
+    import httpx
+
     where = f"{request.method} {redact(request.url)}"
     values = secret_values or {}
     # One deadline for the whole call (lookup, connect, send, every read): httpx's timeout is per
@@ -314,6 +321,8 @@ def _scrub(text: str, url: str, values: Mapping[str, str]) -> str:
 
 async def _call(request: Request, settings: HttpConfig, own_headers: Mapping[str, str]) -> tuple[int, bytes, str | None]:
     """Resolve, check the target, send; (status, body excerpt, Retry-After header)."""
+    import httpx
+
     addresses = await _resolve(request.host, request.port)
     reason = refusal(request.host, addresses, settings.allow_hosts, settings.allow_private, request.port)
     if reason is not None:
