@@ -407,6 +407,7 @@ class Worker:
         self._ended(claim, ctx, result, began)
 
     def _ended(self, claim: Claim, ctx: registry.TaskContext, result: attempt.Result, began: float) -> None:
+        """Record how an attempt ended, in a task or inline; log it unless it succeeded."""
         outcome, error = result.outcome, result.error
         self._record(claim, outcome, error, detail=result.detail, permanent=result.permanent, retry_after_s=result.retry_after_s)
         self.overrun.attempt_finished(claim.job_id, time.monotonic() - began)
