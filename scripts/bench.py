@@ -372,7 +372,8 @@ async def run_bench(args: argparse.Namespace, workload: Workload, servers: Scrat
     first first start), i.e. the start rate sustained over the run; for steady it is capped by
     the offered rate, for spike it is the capacity. drain_s: last finished_at - last
     scheduled_for. rss_mb_max: largest replica's peak RSS (VmHWM, MiB); rss_mb_idle: the largest
-    RSS when ready, before any work. cpu_s: all replicas' user+sys CPU seconds over their lifetime (cpu_workload_s: since they were ready).
+    RSS when ready, before any work. cpu_s: all replicas' user+sys CPU seconds over their
+    lifetime (cpu_workload_s: since they were ready).
     pg_cpu_s: CPU seconds of the Postgres backends serving the bench database, from ready to the
     end; redis_cpu_s: the whole Redis server's CPU seconds meanwhile (shared: others count too).
     """
@@ -708,8 +709,9 @@ def _report(r: dict[str, Any]) -> None:
           f"{r['lost']} lost, {r['duplicates']} started more than once")  # fmt: skip
     print(f"throughput {r['throughput_per_s']}/s; start lag p50 {r['lag_p50_ms']} ms, p99 {r['lag_p99_ms']} ms, "
           f"max {r['lag_max_ms']} ms; drained {r['drain_s']} s after the last due time")  # fmt: skip
-    print(f"largest replica peak RSS {r['rss_mb_max']} MB ({r['rss_mb_idle']} MB idle when ready); CPU {r['cpu_s']} s in all ({r['cpu_workload_s']} s "
-          f"after start-up); Postgres backends {r['pg_cpu_s']} s, Redis {r['redis_cpu_s']} s "
+    print(f"largest replica peak RSS {r['rss_mb_max']} MB ({r['rss_mb_idle']} MB idle when ready); "
+          f"CPU {r['cpu_s']} s in all ({r['cpu_workload_s']} s after start-up); "
+          f"Postgres backends {r['pg_cpu_s']} s, Redis {r['redis_cpu_s']} s "
           f"(by node {r['redis_cpu_s_by_node']}; {r['shards']} shard(s){', cluster' if r['redis_cluster'] else ''})"
           f"{'; Postgres: a pg_auto_failover formation' if r.get('postgres_formation') else ''}; "
           f"logs in {r['logs']}")  # fmt: skip

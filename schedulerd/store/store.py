@@ -105,8 +105,8 @@ def _migrate_sync(database_url: str) -> int:
 
 async def migrate(database_url: str) -> int:
     """Apply pending migrations; returns how many were applied (0 when current). yoyo (and the
-    psycopg driver it takes) is loaded only when something is pending: held by every replica for
-    its whole life, they were 9 MB of its RSS."""
+    psycopg driver it takes) is loaded only when something is pending: once loaded, a replica
+    holds them (9 MB) for its whole life."""
     if not await migrations_pending(database_url):
         return 0
     return await asyncio.to_thread(_migrate_sync, await single_host_url(database_url))
