@@ -19,6 +19,7 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+import redis
 
 from schedulerd.config import Config, DispatcherConfig, JobsConfig, SweeperConfig, WorkerConfig
 from schedulerd.errors import ValidationError
@@ -92,8 +93,17 @@ async def store(database_url: str) -> AsyncIterator[Store]:
 
 
 @pytest.fixture
-def redis_prefix() -> str:
-    return f"schedulerd-test-{uuid.uuid4().hex[:12]}"
+def redis_prefix(redis_url: str) -> Iterator[str]:
+    """This test's key prefix. Every key under it is deleted at the end, after whatever wrote
+    there (a daemon, the CLI, a queue) has stopped: those fixtures depend on this one."""
+    prefix = f"schedulerd-test-{uuid.uuid4().hex[:12]}"
+    yield prefix
+    client = redis.Redis.from_url(redis_url)
+    try:
+        for key in client.scan_iter(match=f"{{{prefix}*", count=1000):  # {prefix}:... and {prefix:shard}:...
+            client.delete(key)
+    finally:
+        client.close()
 
 
 @pytest.fixture
