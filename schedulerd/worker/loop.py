@@ -374,9 +374,7 @@ class Worker:
     async def _execute(self, running: Running, traceparent: str | None = None) -> attempt.Result | None:
         """Run the attempt and record its outcome; returns its Result (None: stopped on purpose)."""
         claim = running.claim
-        ctx = registry.TaskContext(
-            claim.id, claim.job_id, claim.tenant, claim.scheduled_for, claim.attempt, claim.fence, claim.task, traceparent
-        )
+        ctx = _context(claim, traceparent)
         began = time.monotonic()
         try:
             result = await attempt.run(running, ctx, self._threads, self.worker_id)
@@ -395,7 +393,7 @@ class Worker:
     def _run_inline(self, claim: Claim) -> None:
         """An inline task's attempt (registry.task(inline=True)), run as its claim starts: no
         thread, no asyncio task, no timer; recorded as any other attempt is."""
-        ctx = registry.TaskContext(claim.id, claim.job_id, claim.tenant, claim.scheduled_for, claim.attempt, claim.fence, claim.task)
+        ctx = _context(claim)
         began = time.monotonic()
         running = self.running[claim.id] = Running(claim)  # held as any running attempt, for the call
         try:
@@ -662,6 +660,13 @@ class Worker:
         await enqueue_committed(self.queue, back, "worker.hand_back_enqueue_failed", only_new=False)
         log.info("worker.handed_back", count=len(back))
         await self._release_slots(self._scopes(r.claim for r in unfinished))
+
+
+def _context(claim: Claim, traceparent: str | None = None) -> registry.TaskContext:
+    """What a handler is told about its attempt."""
+    return registry.TaskContext(
+        claim.id, claim.job_id, claim.tenant, claim.scheduled_for, claim.attempt, claim.fence, claim.task, traceparent
+    )
 
 
 async def _wait_any(*events: asyncio.Event, timeout_s: float) -> None:

@@ -169,7 +169,7 @@ async def _witness(ctx: TaskContext, params: dict[str, Any]) -> Any:
 def _witness_inline(ctx: TaskContext, params: dict[str, Any]) -> Any:
     machine = CURRENT
     assert machine is not None, "a lifecycle witness ran outside the machine"
-    start = machine.started(ctx)
+    start, _ = machine.started(ctx)
     start.ended = "succeeded"
     return {"fence": ctx.fence}
 
@@ -406,8 +406,9 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     # --- the witness -------------------------------------------------------------------------
 
-    def started(self, ctx: TaskContext) -> Start:
-        """A handler start: checked (one start per fence, fences rising) and recorded."""
+    def started(self, ctx: TaskContext) -> tuple[Start, Worker]:
+        """A handler start: checked (one start per fence, fences rising) and recorded; with the
+        worker holding it."""
         key = (ctx.execution_id, ctx.fence)
         holder = next((w for w in self.workers.values() if (r := w.running.get(ctx.execution_id)) and r.claim.fence == ctx.fence), None)
         assert holder is not None
@@ -424,12 +425,11 @@ class LifecycleMachine(RuleBasedStateMachine):
                 self.overlaps.append((ctx.execution_id, other_fence, ctx.fence))
         self.starts[key] = Start(ctx.execution_id, ctx.fence, ctx.job_id, holder.worker_id, claim.started_at, time.monotonic())
         self.note(f"  >> start {str(ctx.execution_id)[-6:]} fence {ctx.fence} on {holder.worker_id}")
-        return self.starts[key]
+        return self.starts[key], holder
 
     async def witness(self, ctx: TaskContext, params: dict[str, Any]) -> Any:
         key = (ctx.execution_id, ctx.fence)
-        start = self.started(ctx)
-        holder = next(w for w in self.workers.values() if (r := w.running.get(ctx.execution_id)) and r.claim.fence == ctx.fence)
+        start, holder = self.started(ctx)
         try:
             if ctx.task == "lifecycle.fail":
                 raise RuntimeError("lifecycle: this handler fails")
