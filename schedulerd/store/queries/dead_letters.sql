@@ -5,7 +5,7 @@
 -- tenant, for an operator), optionally of job $2 and task $3, whose last error contains $4
 -- (case-insensitive), failed in [$5, $6), strictly after the cursor ($7 finished_at, $8 id).
 SELECT e.*, j.task FROM executions e JOIN jobs j ON j.id = e.job_id
-WHERE e.status = 'failed' AND ($1::text IS NULL OR e.tenant = $1)
+WHERE e.lane = 'failed' AND e.status = 'failed' AND ($1::text IS NULL OR e.tenant = $1)
   AND ($2::uuid IS NULL OR e.job_id = $2) AND ($3::text IS NULL OR j.task = $3)
   AND ($4::text IS NULL OR strpos(lower(coalesce(e.last_error, '')), lower($4)) > 0)
   AND e.finished_at >= $5 AND e.finished_at < $6
@@ -23,7 +23,7 @@ LIMIT $9;
 WITH locked AS (  -- in id order, as every statement writing several executions
     SELECT e.id, e.attempt, e.last_error, t.n
     FROM unnest($1::uuid[]) WITH ORDINALITY AS t(id, n) JOIN executions e ON e.id = t.id JOIN jobs j ON j.id = e.job_id
-    WHERE e.status = 'failed' AND ($2::text IS NULL OR e.tenant = $2) AND j.enabled
+    WHERE e.lane = 'failed' AND e.status = 'failed' AND ($2::text IS NULL OR e.tenant = $2) AND j.enabled
     ORDER BY e.id FOR NO KEY UPDATE OF e
 ), target AS (
     SELECT id, attempt, last_error, row_number() OVER (ORDER BY n) - 1 AS n FROM locked
@@ -35,7 +35,7 @@ WITH locked AS (  -- in id order, as every statement writing several executions
         attempt = 0, fence = e.fence + 1, redrives = e.redrives + 1, reason = 'redrive',
         finished_at = NULL, lease_until = NULL, cancel_requested_at = NULL, cancelled_by = NULL
     FROM target t
-    WHERE e.id = t.id AND e.status = 'failed'
+    WHERE e.id = t.id AND e.lane = 'failed' AND e.status = 'failed'
     RETURNING e.id, e.fence, e.status, e.due_at, e.tenant, e.priority, t.attempt AS attempts_before, t.last_error AS error_before
 ), recorded AS (
     INSERT INTO redrives (execution_id, fence, redriven_by, attempts_before, error_before)

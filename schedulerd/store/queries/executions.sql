@@ -131,9 +131,9 @@ LIMIT $4;
 -- and return them for ZADD. SKIP LOCKED lets several dispatchers share the work.
 UPDATE executions e SET status = 'queued', enqueued_at = clock_timestamp()
 FROM (SELECT id, scheduled_for FROM executions
-      WHERE status = 'pending' AND due_at <= clock_timestamp() + make_interval(secs => $1)
+      WHERE lane = 'pending' AND status = 'pending' AND due_at <= clock_timestamp() + make_interval(secs => $1)
       ORDER BY due_at LIMIT $2 FOR UPDATE SKIP LOCKED) d
-WHERE e.id = d.id AND e.scheduled_for = d.scheduled_for AND e.status = 'pending'
+WHERE e.id = d.id AND e.scheduled_for = d.scheduled_for AND e.lane = 'pending' AND e.status = 'pending'
 RETURNING e.id, e.due_at, e.tenant, e.priority;
 
 -- name: execution_queued_overdue
@@ -141,7 +141,7 @@ RETURNING e.id, e.due_at, e.tenant, e.priority;
 -- ($3, $4), at most $2: candidates for a lost Redis entry (the sweeper checks which are missing
 -- from the delay queue), paged by keyset so a backlog larger than a page is walked past.
 SELECT id, due_at, tenant, priority FROM executions
-WHERE status = 'queued' AND due_at < clock_timestamp() - make_interval(secs => $1)
+WHERE lane = 'active' AND status = 'queued' AND due_at < clock_timestamp() - make_interval(secs => $1)
   AND due_at >= $3 AND (due_at, id) > ($3, $4)
 ORDER BY due_at, id LIMIT $2;
 
@@ -150,13 +150,13 @@ ORDER BY due_at, id LIMIT $2;
 -- Redis entry was earlier than their due time (a stale score), so the worker gives each back at
 -- its due time rather than drop it. [$2, $3) bounds scheduled_for.
 SELECT id, due_at, tenant, priority FROM executions
-WHERE id = ANY($1::uuid[]) AND scheduled_for >= $2 AND scheduled_for < $3 AND status = 'queued' AND due_at > $4;
+WHERE id = ANY($1::uuid[]) AND scheduled_for >= $2 AND scheduled_for < $3 AND lane = 'active' AND status = 'queued' AND due_at > $4;
 
 -- name: execution_queued_page
 -- All queued executions in (due_at, id) order after the given key: a full reconcile after
 -- Redis lost its data pages through them.
 SELECT id, due_at, tenant, priority FROM executions
-WHERE status = 'queued' AND (due_at, id) > ($1, $2)
+WHERE lane = 'active' AND status = 'queued' AND (due_at, id) > ($1, $2)
 ORDER BY due_at, id LIMIT $3;
 
 -- name: execution_page

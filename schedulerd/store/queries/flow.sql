@@ -10,12 +10,12 @@ SELECT pg_advisory_xact_lock(l.id) FROM unnest($1::bigint[]) WITH ORDINALITY AS 
 
 -- name: flow_running
 -- What runs now, counted by (tenant, task, concurrency key) for the tenants $1 or task types $2
--- asked about: the running set is small (a few hundred rows a replica, executions_running), and
+-- asked about: the limited running set is small (a few hundred rows a replica, executions_limited), and
 -- counting the rows themselves leaves no counter to drift. A dead holder's row stays running
 -- (and counted) until the sweeper reclaims its lease.
 SELECT e.tenant, j.task, j.concurrency_key, count(*) AS running
 FROM executions e JOIN jobs j ON j.id = e.job_id
-WHERE e.status = 'running' AND (e.tenant = ANY($1::text[]) OR j.task = ANY($2::text[]))
+WHERE e.lane = 'limited' AND e.status = 'running' AND (e.tenant = ANY($1::text[]) OR j.task = ANY($2::text[]))
 GROUP BY e.tenant, j.task, j.concurrency_key;
 
 -- name: flow_candidates
@@ -47,7 +47,7 @@ RETURNING e.id;
 -- types $3, tenants $4; oldest scheduled first, at most $5, with what their limits are judged by.
 SELECT e.id, e.tenant, e.scheduled_for, j.task, j.concurrency_key, j.concurrency_limit
 FROM executions e JOIN jobs j ON j.id = e.job_id
-WHERE e.status = 'pending' AND e.reason = 'concurrency_limit'
+WHERE e.lane = 'pending' AND e.status = 'pending' AND e.reason = 'concurrency_limit'
   AND ((e.tenant, j.concurrency_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))
        OR j.task = ANY($3::text[]) OR e.tenant = ANY($4::text[]))
 ORDER BY e.scheduled_for, e.id
@@ -61,7 +61,7 @@ LIMIT $5;
 WITH locked AS (
     SELECT id, scheduled_for FROM executions
     WHERE id = ANY($1::uuid[]) AND scheduled_for >= $2 AND scheduled_for < $3
-      AND status = 'pending' AND reason = 'concurrency_limit'
+      AND lane = 'pending' AND status = 'pending' AND reason = 'concurrency_limit'
     ORDER BY id FOR NO KEY UPDATE
 )
 UPDATE executions e SET status = 'queued', due_at = clock_timestamp(), enqueued_at = clock_timestamp(),
@@ -75,15 +75,15 @@ RETURNING e.id, e.scheduled_for, e.tenant, e.priority;
 -- most $1 combinations, so a release lost with a dead worker, or a holder reclaimed, still frees them.
 SELECT DISTINCT e.tenant, j.task, j.concurrency_key, j.concurrency_limit
 FROM executions e JOIN jobs j ON j.id = e.job_id
-WHERE e.status = 'pending' AND e.reason = 'concurrency_limit'
+WHERE e.lane = 'pending' AND e.status = 'pending' AND e.reason = 'concurrency_limit'
 LIMIT $1;
 
 -- name: execution_parked_counts
 -- Executions held back unrun now, by reason: parked (queued again with a park reason and not due
 -- again yet: executions_parked) and waiting for a concurrency slot (executions_waiting_slot).
 SELECT reason, count(*) AS n FROM executions
-WHERE status = 'queued' AND reason IN ('task_limit', 'rate_limited', 'breaker_open', 'admit_error')
+WHERE lane = 'active' AND status = 'queued' AND reason IN ('task_limit', 'rate_limited', 'breaker_open', 'admit_error')
   AND due_at > clock_timestamp()
 GROUP BY reason
 UNION ALL
-SELECT 'concurrency_limit', count(*) FROM executions WHERE status = 'pending' AND reason = 'concurrency_limit';
+SELECT 'concurrency_limit', count(*) FROM executions WHERE lane = 'pending' AND status = 'pending' AND reason = 'concurrency_limit';

@@ -58,11 +58,11 @@ WITH bounds AS (SELECT clock_timestamp() - make_interval(secs => $1) AS late_bef
 waiting AS (
     SELECT * FROM (
         SELECT e.* FROM executions e, bounds b
-        WHERE e.status = 'pending' AND e.due_at < b.late_before AND e.attempt = 0 AND e.late_reason IS NULL
+        WHERE e.lane = 'pending' AND e.status = 'pending' AND e.due_at < b.late_before AND e.attempt = 0 AND e.late_reason IS NULL
           AND e.scheduled_for >= $4 AND ($2::text IS NULL OR e.tenant = $2) AND ($3::uuid IS NULL OR e.job_id = $3)
         UNION ALL
         SELECT e.* FROM executions e, bounds b
-        WHERE e.status = 'queued' AND e.due_at < b.late_before AND e.attempt = 0 AND e.late_reason IS NULL
+        WHERE e.lane = 'active' AND e.status = 'queued' AND e.due_at < b.late_before AND e.attempt = 0 AND e.late_reason IS NULL
           AND e.scheduled_for >= $4 AND ($2::text IS NULL OR e.tenant = $2) AND ($3::uuid IS NULL OR e.job_id = $3)
     ) w
     ORDER BY scheduled_for DESC, id DESC

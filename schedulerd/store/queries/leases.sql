@@ -34,6 +34,9 @@
 -- to jobs): a join let the planner walk the (job_id, scheduled_for) index over a spike's single
 -- instant, 200,000 rows filtered against 256 ids per claim (100 ms a batch).
 -- traceparent: the producer's trace context, for the attempt's span (schedulerd/tracing.py).
+-- The claim of a queued row changes no indexed column (lane stays active: migration 0030), so it
+-- is a heap-only update; one under a limit ($11) marks the row limited, which moves it to the
+-- small executions_limited index that flow_running counts at every limited claim.
 WITH locked AS (
     SELECT e.id, e.scheduled_for,
            schedulerd_late_at_claim(e.attempt, e.late_reason, e.due_at, e.reason, e.scheduled_for, $6, $7) AS marked_late
@@ -50,6 +53,7 @@ WITH locked AS (
            fence = e.fence + (j.enabled AND e.status <> 'running')::int,
            lease_until = CASE WHEN j.enabled THEN clock_timestamp() + make_interval(secs => $2) END,
            worker = CASE WHEN j.enabled THEN $3 ELSE e.worker END,
+           limited = CASE WHEN j.enabled THEN $11 ELSE e.limited END,
            started_at = CASE WHEN j.enabled THEN clock_timestamp() ELSE e.started_at END,
            first_started_at = CASE WHEN j.enabled THEN coalesce(e.first_started_at, clock_timestamp())
                                    ELSE e.first_started_at END,
@@ -82,15 +86,15 @@ SELECT * FROM claimed WHERE status = 'running';
 -- ones before it left.
 WITH high AS (
     SELECT id, due_at FROM executions
-    WHERE status IN ('pending', 'queued') AND due_at <= clock_timestamp() AND priority <> 5 AND priority > 5
+    WHERE lane IN ('active', 'pending') AND status IN ('pending', 'queued') AND due_at <= clock_timestamp() AND priority <> 5 AND priority > 5
     ORDER BY priority DESC, due_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED
 ), normal AS (
     SELECT id, due_at FROM executions
-    WHERE status IN ('pending', 'queued') AND due_at <= clock_timestamp() AND priority = 5
+    WHERE lane IN ('active', 'pending') AND status IN ('pending', 'queued') AND due_at <= clock_timestamp() AND priority = 5
     ORDER BY due_at LIMIT greatest($1 - (SELECT count(*) FROM high), 0) FOR NO KEY UPDATE SKIP LOCKED
 ), low AS (
     SELECT id, due_at FROM executions
-    WHERE status IN ('pending', 'queued') AND due_at <= clock_timestamp() AND priority <> 5 AND priority < 5
+    WHERE lane IN ('active', 'pending') AND status IN ('pending', 'queued') AND due_at <= clock_timestamp() AND priority <> 5 AND priority < 5
     ORDER BY priority DESC, due_at
     LIMIT greatest($1 - (SELECT count(*) FROM high) - (SELECT count(*) FROM normal), 0) FOR NO KEY UPDATE SKIP LOCKED
 )
@@ -101,10 +105,16 @@ SELECT id FROM high UNION ALL SELECT id FROM normal UNION ALL SELECT id FROM low
 -- have lost their lease (reclaimed by the sweeper) and their handlers must stop; cancel_requested
 -- says someone asked the handler to stop: a cancel (cancelled_by) or an overlap policy
 -- (cancel_other). [$4, $5) bounds their scheduled_for. Locks in id order (see execution_claim_many).
+-- Running rows have no index of their own: each is looked up by id, the input walked in id order
+-- (a LATERAL probe per row, one plan whatever the statistics say; execution_finish_many,
+-- execution_hand_back_many and execution_park_many do the same).
 WITH locked AS (
-    SELECT e.id, e.scheduled_for FROM executions e JOIN unnest($1::uuid[], $2::bigint[]) AS h(id, fence) ON e.id = h.id
-    WHERE e.fence = h.fence AND e.status = 'running' AND e.scheduled_for >= $4 AND e.scheduled_for < $5
-    ORDER BY e.id FOR NO KEY UPDATE OF e
+    SELECT e.id, e.scheduled_for
+    FROM (SELECT * FROM unnest($1::uuid[], $2::bigint[]) AS h(id, fence) ORDER BY id) h
+    CROSS JOIN LATERAL (
+        SELECT e.id, e.scheduled_for FROM executions e
+        WHERE e.id = h.id AND e.fence = h.fence AND e.status = 'running' AND e.scheduled_for >= $4 AND e.scheduled_for < $5
+        LIMIT 1 FOR NO KEY UPDATE) e
 )
 UPDATE executions e SET lease_until = clock_timestamp() + make_interval(secs => $3)
 FROM locked l
@@ -139,9 +149,11 @@ WITH input AS (
                    (SELECT CASE WHEN j.deleted_at IS NOT NULL THEN 'deleted' WHEN NOT j.enabled THEN 'paused' END
                     FROM jobs j WHERE j.id = e.job_id) END END AS steered,
            e.cancelled_by IS NOT NULL AS asked
-    FROM executions e JOIN input i ON e.id = i.id
-    WHERE e.fence = i.fence AND e.status = 'running' AND e.scheduled_for >= $8 AND e.scheduled_for < $9
-    ORDER BY e.id FOR NO KEY UPDATE OF e
+    FROM (SELECT * FROM input ORDER BY id) i
+    CROSS JOIN LATERAL (
+        SELECT e.id, e.scheduled_for, e.job_id, e.cancelled_by FROM executions e
+        WHERE e.id = i.id AND e.fence = i.fence AND e.status = 'running' AND e.scheduled_for >= $8 AND e.scheduled_for < $9
+        LIMIT 1 FOR NO KEY UPDATE) e
 ), finished AS (
     UPDATE executions e SET
         status = CASE WHEN l.steered IS NOT NULL THEN 'cancelled' ELSE l.status END,
@@ -179,9 +191,12 @@ WITH locked AS (
     SELECT e.id, e.scheduled_for,
            CASE WHEN e.cancelled_by IS NOT NULL THEN 'cancelled' WHEN j.deleted_at IS NOT NULL THEN 'deleted'
                 WHEN NOT j.enabled THEN 'paused' END AS steered
-    FROM executions e JOIN unnest($1::uuid[], $2::bigint[]) AS h(id, fence) ON e.id = h.id JOIN jobs j ON j.id = e.job_id
-    WHERE e.fence = h.fence AND e.status = 'running' AND e.scheduled_for >= $3 AND e.scheduled_for < $4
-    ORDER BY e.id FOR NO KEY UPDATE OF e
+    FROM (SELECT * FROM unnest($1::uuid[], $2::bigint[]) AS h(id, fence) ORDER BY id) h
+    CROSS JOIN LATERAL (
+        SELECT e.id, e.scheduled_for, e.job_id, e.cancelled_by FROM executions e
+        WHERE e.id = h.id AND e.fence = h.fence AND e.status = 'running' AND e.scheduled_for >= $3 AND e.scheduled_for < $4
+        LIMIT 1 FOR NO KEY UPDATE) e
+    JOIN jobs j ON j.id = e.job_id
 ), back AS (
     UPDATE executions e SET status = CASE WHEN l.steered IS NULL THEN 'queued' ELSE 'cancelled' END,
            reason = coalesce(l.steered, e.reason), attempt = e.attempt - 1,
@@ -214,13 +229,17 @@ SELECT id, due_at, tenant, priority FROM back WHERE status = 'queued';
 -- the outcome it holds would otherwise be thrown away and its handler run again.
 -- One of a job paused or deleted meanwhile whose attempts are not spent is cancelled (reason
 -- paused | deleted), not queued: nothing comes after the attempt that was lost.
+-- Running executions have no index of their own (the claim would not be HOT): they are found
+-- among the active ones already due (a claim takes only due executions, and a lease expires long
+-- after its claim), and among the limited ones.
 WITH expired AS (
     SELECT e.id, e.scheduled_for, e.fence, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s,
            CASE WHEN e.cancelled_by IS NOT NULL THEN 'cancelled'
                 WHEN e.cancel_requested_at IS NOT NULL THEN 'overlap' WHEN j.deleted_at IS NOT NULL THEN 'deleted'
                 WHEN NOT j.enabled THEN 'paused' END AS cancelled_for
     FROM executions e JOIN jobs j ON j.id = e.job_id
-    WHERE e.status = 'running' AND e.lease_until < clock_timestamp()
+    WHERE (e.lane = 'active' AND e.due_at <= now() OR e.lane = 'limited') AND e.status = 'running'
+      AND e.lease_until < clock_timestamp()
       AND (e.lease_until < clock_timestamp() - make_interval(secs => $2)
            OR NOT EXISTS (SELECT 1 FROM replicas r WHERE r.worker_id = e.worker
                           AND r.last_seen_at > clock_timestamp() - make_interval(secs => $3)))
@@ -273,10 +292,12 @@ WITH locked AS (
            CASE WHEN e.late_reason IS NULL AND e.attempt = 1
                  AND clock_timestamp() + make_interval(secs => p.delay_s) > e.scheduled_for + make_interval(secs => j.window_s + $5)
                 THEN schedulerd_late_reason($4, e.scheduled_for, 0) END AS newly_late
-    FROM executions e JOIN unnest($1::uuid[], $2::bigint[], $3::float8[]) AS p(id, fence, delay_s) ON e.id = p.id
-         JOIN jobs j ON j.id = e.job_id
-    WHERE e.fence = p.fence AND e.status = 'running' AND e.scheduled_for >= $6 AND e.scheduled_for < $7
-    ORDER BY e.id FOR NO KEY UPDATE OF e
+    FROM (SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::float8[]) AS p(id, fence, delay_s) ORDER BY id) p
+    CROSS JOIN LATERAL (
+        SELECT e.id, e.scheduled_for, e.job_id, e.cancelled_by, e.late_reason, e.attempt FROM executions e
+        WHERE e.id = p.id AND e.fence = p.fence AND e.status = 'running' AND e.scheduled_for >= $6 AND e.scheduled_for < $7
+        LIMIT 1 FOR NO KEY UPDATE) e
+    JOIN jobs j ON j.id = e.job_id
 ), parked AS (
     UPDATE executions e SET status = CASE WHEN l.steered IS NULL THEN 'queued' ELSE 'cancelled' END,
            attempt = e.attempt - 1, reason = coalesce(l.steered, $4),

@@ -33,7 +33,7 @@ SELECT e.id, e.job_id, e.tenant, e.scheduled_for, e.finished_at, e.attempt, e.la
        coalesce(j.notify_on, s.events, '{}') AS events
 FROM watching w CROSS JOIN LATERAL (
     SELECT e.* FROM executions e JOIN jobs j ON j.id = e.job_id LEFT JOIN notify_settings s ON s.tenant = e.tenant
-    WHERE e.tenant = w.tenant AND e.status = 'failed'
+    WHERE e.tenant = w.tenant AND e.lane = 'failed' AND e.status = 'failed'
       AND e.finished_at > greatest(clock_timestamp() - make_interval(secs => $1),
                                    (SELECT max(n.finished_at) FROM notifications n WHERE n.tenant = w.tenant
                                     AND n.event IN ('failure', 'dead_letter')) - interval '1 minute')

@@ -102,7 +102,7 @@ WITH free AS (
     UPDATE jobs j SET overlap_waiting = NULL, overlap_waiting_for = NULL FROM free f WHERE j.id = f.id
 ), locked AS (
     SELECT e.id, e.scheduled_for, f.overlap FROM executions e JOIN free f ON e.id = f.overlap_waiting AND e.scheduled_for = f.overlap_waiting_for
-    WHERE e.status = 'pending' AND e.reason = 'overlap_buffered'
+    WHERE e.lane = 'pending' AND e.status = 'pending' AND e.reason = 'overlap_buffered'
     ORDER BY e.id FOR NO KEY UPDATE OF e
 )
 UPDATE executions e SET status = 'queued', due_at = clock_timestamp(), enqueued_at = clock_timestamp()

@@ -37,13 +37,17 @@ SELECT schedulerd_drop_partition($1);
 
 -- name: execution_unfinished_between
 -- Executions scheduled in [$1, $2) not yet final (the partial indexes answer).
-SELECT (SELECT count(*) FROM executions WHERE status = 'pending' AND scheduled_for >= $1 AND scheduled_for < $2)
-     + (SELECT count(*) FROM executions WHERE status = 'queued' AND scheduled_for >= $1 AND scheduled_for < $2)
+SELECT (SELECT count(*) FROM executions WHERE lane = 'pending' AND status = 'pending' AND scheduled_for >= $1 AND scheduled_for < $2)
+     + (SELECT count(*) FROM executions WHERE lane = 'active' AND status = 'queued' AND scheduled_for >= $1 AND scheduled_for < $2)
      + (SELECT count(*) FROM executions WHERE status = 'running' AND scheduled_for >= $1 AND scheduled_for < $2);
 
 -- name: partition_export_executions
--- One day's executions for export before its partition is dropped.
-SELECT * FROM executions WHERE scheduled_for >= $1 AND scheduled_for < $2 ORDER BY scheduled_for, id;
+-- One day's executions for export before its partition is dropped: every column but the claim's
+-- bookkeeping (limited, lane), so an archive table made from an earlier export still takes it.
+SELECT id, job_id, tenant, scheduled_for, due_at, status, attempt, fence, lease_until, worker, enqueued_at,
+       first_started_at, started_at, finished_at, last_error, created_at, reason, cancel_requested_at, origin,
+       redrives, late_reason, detail, job_version, cancelled_by, priority, traceparent
+FROM executions WHERE scheduled_for >= $1 AND scheduled_for < $2 ORDER BY scheduled_for, id;
 
 -- name: partition_export_attempts
 -- One day's attempts for export before its partition is dropped.

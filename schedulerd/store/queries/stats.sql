@@ -3,8 +3,8 @@
 -- name: execution_overview
 -- For an operator's one screen: the oldest queued due time, and the last hour's executions by
 -- status (bounded by scheduled_for so it never scans the whole history).
-SELECT (SELECT min(due_at) FROM executions WHERE status = 'queued') AS oldest_queued_due_at,
-       (SELECT min(due_at) FROM executions WHERE status = 'pending') AS oldest_pending_due_at,
+SELECT (SELECT min(due_at) FROM executions WHERE lane = 'active' AND status = 'queued') AS oldest_queued_due_at,
+       (SELECT min(due_at) FROM executions WHERE lane = 'pending' AND status = 'pending') AS oldest_pending_due_at,
        (SELECT coalesce(jsonb_object_agg(status, n), '{}') FROM (
             SELECT status, count(*) AS n FROM executions
             WHERE scheduled_for > clock_timestamp() - interval '1 hour' AND scheduled_for <= clock_timestamp()
@@ -68,23 +68,23 @@ GROUP BY m.minute, span.now ORDER BY m.minute;
 -- name: execution_oldest_due
 -- Fleet-wide: the earliest due time among executions not yet started (both partial indexes
 -- answer with one index probe each), and Postgres's now.
-SELECT least((SELECT min(due_at) FROM executions WHERE status = 'queued'),
-             (SELECT min(due_at) FROM executions WHERE status = 'pending')) AS oldest_due_at,
+SELECT least((SELECT min(due_at) FROM executions WHERE lane = 'active' AND status = 'queued'),
+             (SELECT min(due_at) FROM executions WHERE lane = 'pending' AND status = 'pending')) AS oldest_due_at,
        clock_timestamp() AS now;
 
 -- name: execution_oldest_due_tenant
 -- One tenant's ($1) earliest due time among its executions due and not yet started (NULL: none
 -- due), and Postgres's now. The "due" bound (now() is stable: an index condition) keeps the walk
 -- of the partial indexes to what is overdue fleet-wide, not every queued row.
-SELECT least((SELECT min(due_at) FROM executions WHERE status = 'queued' AND due_at <= now() AND tenant = $1),
-             (SELECT min(due_at) FROM executions WHERE status = 'pending' AND due_at <= now() AND tenant = $1))
+SELECT least((SELECT min(due_at) FROM executions WHERE lane = 'active' AND status = 'queued' AND due_at <= now() AND tenant = $1),
+             (SELECT min(due_at) FROM executions WHERE lane = 'pending' AND status = 'pending' AND due_at <= now() AND tenant = $1))
            AS oldest_due_at,
        clock_timestamp() AS now;
 
 -- name: execution_due_soon
 -- Executions not yet started that fall due within $1 seconds (pending or queued; retries included).
-SELECT (SELECT count(*) FROM executions WHERE status = 'pending' AND due_at <= clock_timestamp() + make_interval(secs => $1))
-     + (SELECT count(*) FROM executions WHERE status = 'queued' AND due_at <= clock_timestamp() + make_interval(secs => $1));
+SELECT (SELECT count(*) FROM executions WHERE lane = 'pending' AND status = 'pending' AND due_at <= clock_timestamp() + make_interval(secs => $1))
+     + (SELECT count(*) FROM executions WHERE lane = 'active' AND status = 'queued' AND due_at <= clock_timestamp() + make_interval(secs => $1));
 
 -- name: execution_recent_lag
 -- Start-lag percentiles (seconds) of first attempts started in the last $1 seconds, and failures
@@ -93,7 +93,7 @@ SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY lag) AS p50,
        percentile_cont(0.95) WITHIN GROUP (ORDER BY lag) AS p95,
        percentile_cont(0.99) WITHIN GROUP (ORDER BY lag) AS p99,
        count(*) AS started,
-       (SELECT count(*) FROM executions WHERE status = 'failed' AND finished_at > clock_timestamp() - interval '1 hour'
+       (SELECT count(*) FROM executions WHERE lane = 'failed' AND status = 'failed' AND finished_at > clock_timestamp() - interval '1 hour'
            AND scheduled_for > clock_timestamp() - interval '1 day') AS failed_last_hour
 FROM (SELECT extract(epoch FROM first_started_at - scheduled_for) AS lag FROM executions
       WHERE scheduled_for > clock_timestamp() - make_interval(secs => $1) - interval '1 hour'
@@ -106,11 +106,11 @@ FROM (SELECT extract(epoch FROM first_started_at - scheduled_for) AS lag FROM ex
 WITH now AS (SELECT clock_timestamp() AS t),
 due AS (
     SELECT tenant, due_at FROM executions, now
-    WHERE status = 'pending' AND due_at > now.t AND due_at <= now.t + make_interval(secs => $4)
+    WHERE lane = 'pending' AND status = 'pending' AND due_at > now.t AND due_at <= now.t + make_interval(secs => $4)
       AND ($5::text IS NULL OR tenant = $5)
     UNION ALL
     SELECT tenant, due_at FROM executions, now
-    WHERE status = 'queued' AND due_at > now.t AND due_at <= now.t + make_interval(secs => $4)
+    WHERE lane = 'active' AND status = 'queued' AND due_at > now.t AND due_at <= now.t + make_interval(secs => $4)
       AND ($5::text IS NULL OR tenant = $5)
 )
 SELECT due.tenant,

@@ -1,0 +1,58 @@
+"""The claim of a queued execution is a heap-only (HOT) update: no index of executions names a
+column it changes, so the new row version is written beside the old one and no index entry is
+made for it (docs/benchmarks.md "The claim as a HOT update")."""
+
+from __future__ import annotations
+
+import re
+
+from schedulerd.store import Store
+from tests.conftest import MakeJob
+
+INSERT_QUEUED = """
+INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enqueued_at)
+SELECT schedulerd_execution_id(t), $1, 'default', t, t, 'queued', clock_timestamp()
+FROM generate_series(1, $2) g, LATERAL (SELECT clock_timestamp() - make_interval(secs => g) AS t) s
+RETURNING id
+"""
+# Row versions written in this transaction to every executions partition, and how many were HOT.
+UPDATES_IN_TRANSACTION = """
+SELECT sum(pg_stat_get_xact_tuples_updated(inhrelid)) AS updated,
+       sum(pg_stat_get_xact_tuples_hot_updated(inhrelid)) AS hot
+FROM pg_inherits WHERE inhparent = 'executions'::regclass
+"""
+
+
+async def test_no_index_of_executions_names_status(store: Store) -> None:
+    definitions = await store.db.fetch(
+        "SELECT pg_get_indexdef(indexrelid) AS definition FROM pg_index WHERE indrelid = 'executions'::regclass"
+    )
+    assert len(definitions) >= 10
+    assert [d["definition"] for d in definitions if re.search(r"\bstatus\b", d["definition"])] == []
+
+
+async def test_claiming_queued_executions_writes_no_index_entry(store: Store, make_job: MakeJob) -> None:
+    job, _ = await make_job()
+    ids = [r["id"] for r in await store.db.fetch(INSERT_QUEUED, job.id, 10)]
+
+    async with store.transaction() as tx:
+        claims = await tx.execution_claim_many(ids, 30.0, "worker-hot")
+        counts = await tx.db.fetchrow(UPDATES_IN_TRANSACTION)
+
+    assert sorted(c.id for c in claims) == sorted(ids)
+    assert (counts["updated"], counts["hot"]) == (10, 10)
+
+
+async def test_a_claim_under_a_concurrency_limit_is_indexed_as_limited(store: Store, make_job: MakeJob) -> None:
+    # Counted at every claim under its limit's lock: the small set executions_limited answers.
+    job, _ = await make_job(concurrency_key="k", concurrency_limit=5)
+    ids = [r["id"] for r in await store.db.fetch(INSERT_QUEUED, job.id, 3)]
+
+    assert await store.execution_claim_many(ids, 30.0, "worker-hot") == []  # not without the limit's lock
+    claims = await store.execution_claim_many(ids, 30.0, "worker-hot", limited=True)
+
+    assert len(claims) == 3
+    lanes = await store.db.fetch("SELECT lane, status FROM executions WHERE id = ANY($1)", ids)
+    assert {(r["lane"], r["status"]) for r in lanes} == {("limited", "running")}
+    running = await store.flow_running(["default"], [])
+    assert sum(n for _, _, _, n in running) == 3
