@@ -59,9 +59,7 @@ BEGIN
 END
 $fn$;
 
-DROP FUNCTION schedulerd_ensure_partition(date);
-
-CREATE FUNCTION schedulerd_ensure_partition(day date) RETURNS boolean
+CREATE OR REPLACE FUNCTION schedulerd_ensure_partition(day date) RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE
     low timestamptz := day::timestamp AT TIME ZONE 'UTC';
