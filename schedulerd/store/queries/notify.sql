@@ -24,9 +24,20 @@ DELETE FROM notify_settings WHERE tenant = $1 RETURNING tenant;
 -- tenant's walk starts a minute before the newest failure judged for it (a finish becomes visible
 -- within milliseconds of its finished_at: the finish commits at once), so failures already
 -- judged are not read again at every pass.
-WITH watching AS (
+-- The tenants of watching jobs are read from jobs_watched one tenant at a time (each step is an
+-- index probe, ORDER BY tenant LIMIT 1): a plain filter on jobs was planned as a seq scan over
+-- every one-off job while the table's statistics were young.
+WITH RECURSIVE watching_jobs AS (
+    (SELECT tenant FROM jobs WHERE (notify_on IS NOT NULL OR pause_after_failures IS NOT NULL) AND deleted_at IS NULL
+     ORDER BY tenant LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.tenant FROM jobs j
+            WHERE (j.notify_on IS NOT NULL OR j.pause_after_failures IS NOT NULL) AND j.deleted_at IS NULL AND j.tenant > w.tenant
+            ORDER BY j.tenant LIMIT 1)
+    FROM watching_jobs w WHERE w.tenant IS NOT NULL
+), watching AS (
     SELECT tenant FROM notify_settings
-    UNION SELECT tenant FROM jobs WHERE (notify_on IS NOT NULL OR pause_after_failures IS NOT NULL) AND deleted_at IS NULL
+    UNION SELECT tenant FROM watching_jobs WHERE tenant IS NOT NULL
 )
 SELECT e.id, e.job_id, e.tenant, e.scheduled_for, e.finished_at, e.attempt, e.last_error, e.redrives, e.status,
        j.name, j.task, j.pause_after_failures, coalesce(j.notify_url, s.url) AS url,
@@ -53,7 +64,8 @@ ORDER BY e.finished_at, e.id;
 -- cost nothing to a fleet where nobody asked.
 WITH subscribed AS (
     SELECT 1 FROM notify_settings WHERE 'late' = ANY(events)
-    UNION ALL SELECT 1 FROM jobs WHERE (notify_on IS NOT NULL OR pause_after_failures IS NOT NULL) AND 'late' = ANY(notify_on)
+    UNION ALL (SELECT 1 FROM jobs WHERE (notify_on IS NOT NULL OR pause_after_failures IS NOT NULL) AND 'late' = ANY(notify_on)
+               ORDER BY tenant LIMIT 1)  -- in jobs_watched's order: that index, whatever the statistics
     LIMIT 1
 )
 SELECT e.id, e.job_id, e.tenant, e.scheduled_for, e.finished_at, e.attempt, e.last_error, e.redrives, e.status,
