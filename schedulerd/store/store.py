@@ -128,9 +128,12 @@ async def migrations_pending(database_url: str) -> list[str]:
 # (a dead host, a dropped NAT entry) is noticed in about a minute even on an idle connection;
 # statements of the hot path have their own timeouts (Store._fetch_bounded).
 KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT = 30, 10, 3
-SERVER_KEEPALIVE = {
+# jit off: every statement here is short and runs again and again, and JIT compiles anew at each
+# execution whose estimated cost passes jit_above_cost; a background scan estimated over a large
+# partition spent ~110 ms compiling to run in 9 (docs/benchmarks.md "Background scans").
+SERVER_SETTINGS = {
     "tcp_keepalives_idle": str(KEEPALIVE_IDLE_S), "tcp_keepalives_interval": str(KEEPALIVE_INTERVAL_S),
-    "tcp_keepalives_count": str(KEEPALIVE_COUNT),
+    "tcp_keepalives_count": str(KEEPALIVE_COUNT), "jit": "off",
 }  # fmt: skip
 
 
@@ -198,14 +201,14 @@ class Store:
         pool of the same size there, for `reads`."""
         pool = await asyncpg.create_pool(
             database_url, min_size=min_size, max_size=max_size, init=_init_connection, reset=_keep_session,
-            server_settings=SERVER_KEEPALIVE, connection_class=_PooledConnection,
+            server_settings=SERVER_SETTINGS, connection_class=_PooledConnection,
         )
         if not read_url or read_url == database_url:
             return cls(pool)
         try:
             replica = await asyncpg.create_pool(
                 read_url, min_size=1, max_size=max_size, init=_init_connection, reset=_keep_session,
-                server_settings=SERVER_KEEPALIVE, connection_class=_PooledConnection,
+                server_settings=SERVER_SETTINGS, connection_class=_PooledConnection,
             )
         except BaseException:
             await pool.close()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from schedulerd.store import Store
-from schedulerd.store.store import SERVER_KEEPALIVE, _init_connection, _keep_session
+from schedulerd.store.store import SERVER_SETTINGS, _init_connection, _keep_session
 
 
 @dataclass
@@ -40,7 +40,7 @@ async def skewed_postgres(database_url: str, offset_s: float = 0.0) -> AsyncIter
     )
     pool = await asyncpg.create_pool(
         database_url, min_size=1, max_size=8, init=_init_connection, reset=_keep_session,
-        server_settings={**SERVER_KEEPALIVE, "search_path": f"{schema}, pg_catalog, public"},
+        server_settings={**SERVER_SETTINGS, "search_path": f"{schema}, pg_catalog, public"},
     )  # fmt: skip
     try:
         yield SkewedPostgres(Store(pool), schema, admin)

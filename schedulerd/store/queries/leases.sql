@@ -231,19 +231,24 @@ SELECT id, due_at, tenant, priority FROM back WHERE status = 'queued';
 -- paused | deleted), not queued: nothing comes after the attempt that was lost.
 -- Running executions have no index of their own (the claim would not be HOT): they are found
 -- among the active ones already due (a claim takes only due executions, and a lease expires long
--- after its claim), and among the limited ones.
-WITH expired AS (
-    SELECT e.id, e.scheduled_for, e.fence, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s,
-           CASE WHEN e.cancelled_by IS NOT NULL THEN 'cancelled'
-                WHEN e.cancel_requested_at IS NOT NULL THEN 'overlap' WHEN j.deleted_at IS NOT NULL THEN 'deleted'
-                WHEN NOT j.enabled THEN 'paused' END AS cancelled_for
-    FROM executions e JOIN jobs j ON j.id = e.job_id
+-- after its claim), and among the limited ones. Found before their jobs are read (a CTE of its
+-- own, then one jobs probe per row): joined in one query, the planner could walk the jobs and
+-- every execution of each (a cron job's whole history) at every pass.
+WITH lapsed AS MATERIALIZED (
+    SELECT e.id, e.scheduled_for, e.fence, e.job_id, e.cancelled_by, e.cancel_requested_at
+    FROM executions e
     WHERE (e.lane = 'active' AND e.due_at <= now() OR e.lane = 'limited') AND e.status = 'running'
       AND e.lease_until < clock_timestamp()
       AND (e.lease_until < clock_timestamp() - make_interval(secs => $2)
            OR NOT EXISTS (SELECT 1 FROM replicas r WHERE r.worker_id = e.worker
                           AND r.last_seen_at > clock_timestamp() - make_interval(secs => $3)))
-    ORDER BY e.lease_until LIMIT $1 FOR UPDATE OF e SKIP LOCKED
+    ORDER BY e.lease_until LIMIT $1 FOR UPDATE SKIP LOCKED
+), expired AS (
+    SELECT x.id, x.scheduled_for, x.fence, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s,
+           CASE WHEN x.cancelled_by IS NOT NULL THEN 'cancelled'
+                WHEN x.cancel_requested_at IS NOT NULL THEN 'overlap' WHEN j.deleted_at IS NOT NULL THEN 'deleted'
+                WHEN NOT j.enabled THEN 'paused' END AS cancelled_for
+    FROM lapsed x CROSS JOIN LATERAL (SELECT * FROM jobs j WHERE j.id = x.job_id LIMIT 1) j
 ), reclaimed AS (
     UPDATE executions e SET
         status = CASE WHEN e.cancel_requested_at IS NOT NULL THEN 'cancelled'
