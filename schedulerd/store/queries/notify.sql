@@ -24,26 +24,31 @@ DELETE FROM notify_settings WHERE tenant = $1 RETURNING tenant;
 -- tenant's walk starts a minute before the newest failure judged for it (a finish becomes visible
 -- within milliseconds of its finished_at: the finish commits at once), so failures already
 -- judged are not read again at every pass.
--- The tenants of watching jobs are read from jobs_watched one tenant at a time (each step is an
--- index probe, ORDER BY tenant LIMIT 1): a plain filter on jobs was planned as a seq scan over
--- every one-off job while the table's statistics were young.
+-- The tenants of watching jobs are read from jobs_watched one tenant at a time, in its byte
+-- order, which no other index of jobs has (each step an index probe: ORDER BY ... LIMIT 1), and
+-- a job is read by one probe per candidate (LATERAL ... LIMIT 1): planned from a growing table's
+-- young statistics, a filter or a join on jobs was a walk over every one-off job at every pass.
 WITH RECURSIVE watching_jobs AS (
-    (SELECT tenant FROM jobs WHERE (notify_on IS NOT NULL OR pause_after_failures IS NOT NULL) AND deleted_at IS NULL
-     ORDER BY tenant LIMIT 1)
+    (SELECT tenant COLLATE "C" AS tenant FROM jobs
+     WHERE (notify_on IS NOT NULL OR pause_after_failures IS NOT NULL) AND deleted_at IS NULL
+     ORDER BY tenant COLLATE "C" LIMIT 1)
     UNION ALL
-    SELECT (SELECT j.tenant FROM jobs j
-            WHERE (j.notify_on IS NOT NULL OR j.pause_after_failures IS NOT NULL) AND j.deleted_at IS NULL AND j.tenant > w.tenant
-            ORDER BY j.tenant LIMIT 1)
+    SELECT (SELECT j.tenant COLLATE "C" FROM jobs j
+            WHERE (j.notify_on IS NOT NULL OR j.pause_after_failures IS NOT NULL) AND j.deleted_at IS NULL
+              AND j.tenant COLLATE "C" > w.tenant
+            ORDER BY j.tenant COLLATE "C" LIMIT 1)
     FROM watching_jobs w WHERE w.tenant IS NOT NULL
 ), watching AS (
     SELECT tenant FROM notify_settings
-    UNION SELECT tenant FROM watching_jobs WHERE tenant IS NOT NULL
+    UNION SELECT tenant COLLATE "default" FROM watching_jobs WHERE tenant IS NOT NULL
 )
 SELECT e.id, e.job_id, e.tenant, e.scheduled_for, e.finished_at, e.attempt, e.last_error, e.redrives, e.status,
-       j.name, j.task, j.pause_after_failures, coalesce(j.notify_url, s.url) AS url,
-       coalesce(j.notify_on, s.events, '{}') AS events
+       e.name, e.task, e.pause_after_failures, coalesce(e.notify_url, s.url) AS url,
+       coalesce(e.notify_on, s.events, '{}') AS events
 FROM watching w CROSS JOIN LATERAL (
-    SELECT e.* FROM executions e JOIN jobs j ON j.id = e.job_id LEFT JOIN notify_settings s ON s.tenant = e.tenant
+    SELECT e.*, j.name, j.task, j.pause_after_failures, j.notify_url, j.notify_on
+    FROM executions e CROSS JOIN LATERAL (SELECT * FROM jobs j WHERE j.id = e.job_id LIMIT 1) j
+    LEFT JOIN notify_settings s ON s.tenant = e.tenant
     WHERE e.tenant = w.tenant AND e.lane = 'failed' AND e.status = 'failed'
       AND e.finished_at > greatest(clock_timestamp() - make_interval(secs => $1),
                                    (SELECT max(n.finished_at) FROM notifications n WHERE n.tenant = w.tenant
@@ -53,24 +58,25 @@ FROM watching w CROSS JOIN LATERAL (
                       AND n.event IN ('failure', 'dead_letter'))
     ORDER BY e.finished_at, e.id LIMIT $2
 ) e
-JOIN jobs j ON j.id = e.job_id LEFT JOIN notify_settings s ON s.tenant = e.tenant
+LEFT JOIN notify_settings s ON s.tenant = e.tenant
 ORDER BY e.finished_at, e.id;
 
 -- name: notify_late_candidates
 -- Executions scheduled in the last $1 s whose first attempt started past its grace (a late
 -- reason recorded at claim, and a start), not judged yet, of jobs whose own or tenant's
 -- setting names late and has a URL. By executions_late, oldest first, at most $2. Read only
--- while some tenant or job subscribes to late (a one-time check): an incident's many late runs
--- cost nothing to a fleet where nobody asked.
+-- while some tenant or job subscribes to late (a one-time check, in jobs_watched's order):
+-- an incident's many late runs cost nothing to a fleet where nobody asked.
 WITH subscribed AS (
     SELECT 1 FROM notify_settings WHERE 'late' = ANY(events)
     UNION ALL (SELECT 1 FROM jobs WHERE (notify_on IS NOT NULL OR pause_after_failures IS NOT NULL) AND 'late' = ANY(notify_on)
-               ORDER BY tenant LIMIT 1)  -- in jobs_watched's order: that index, whatever the statistics
+               ORDER BY tenant COLLATE "C" LIMIT 1)
     LIMIT 1
 )
 SELECT e.id, e.job_id, e.tenant, e.scheduled_for, e.finished_at, e.attempt, e.last_error, e.redrives, e.status,
        e.late_reason, j.name, j.task, coalesce(j.notify_url, s.url) AS url, coalesce(j.notify_on, s.events) AS events
-FROM executions e JOIN jobs j ON j.id = e.job_id LEFT JOIN notify_settings s ON s.tenant = e.tenant
+FROM executions e CROSS JOIN LATERAL (SELECT * FROM jobs j WHERE j.id = e.job_id LIMIT 1) j
+LEFT JOIN notify_settings s ON s.tenant = e.tenant
 WHERE EXISTS (SELECT 1 FROM subscribed) AND e.late_reason IS NOT NULL
   AND e.scheduled_for > clock_timestamp() - make_interval(secs => $1) AND e.first_started_at IS NOT NULL AND 'late' = ANY(coalesce(j.notify_on, s.events))
   AND coalesce(j.notify_url, s.url) IS NOT NULL
@@ -81,10 +87,12 @@ ORDER BY e.scheduled_for, e.id LIMIT $2;
 -- Failing jobs (notify_jobs.failed_at set) with a succeeded execution that finished after
 -- their newest failure (of those, the earliest scheduled, at most $1 s before that failure: the
 -- job's index is walked in scheduled order and stops at the first), at most $2, with the
--- failed_at read (the recovery clears it only if no newer failure came meanwhile).
+-- failed_at read (the recovery clears it only if no newer failure came meanwhile). Each job is
+-- one probe (LATERAL ... LIMIT 1): joined, it could be a walk over every job.
 SELECT f.job_id, f.failed_at, x.id, x.tenant, x.scheduled_for, x.finished_at, x.attempt, x.last_error, x.redrives,
        x.status, j.name, j.task, coalesce(j.notify_url, s.url) AS url, coalesce(j.notify_on, s.events, '{}') AS events
-FROM notify_jobs f JOIN jobs j ON j.id = f.job_id LEFT JOIN notify_settings s ON s.tenant = j.tenant
+FROM notify_jobs f CROSS JOIN LATERAL (SELECT * FROM jobs j WHERE j.id = f.job_id LIMIT 1) j
+LEFT JOIN notify_settings s ON s.tenant = j.tenant
 CROSS JOIN LATERAL (
     SELECT e.* FROM executions e
     WHERE e.job_id = f.job_id AND e.status = 'succeeded' AND e.finished_at > f.failed_at
