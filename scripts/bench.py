@@ -77,12 +77,13 @@ INSERT INTO jobs (id, tenant, name, task, params, schedule_kind, cron, timezone,
 SELECT gen_random_uuid(), 'bench', 'bench-cron-' || g, 'noop', '{}', 'cron', '* * * * *', 'UTC', $2, $3, $4, $5, $6, $7
 FROM generate_series(0, $1 - 1) g
 """
-# Cheap to poll: each EXISTS is a probe of one of the small partial indexes. $1 bounds the due
-# times that count (cron jobs keep producing future executions).
+# Cheap to poll: each EXISTS is a probe of one of the small partial indexes (status alone is in
+# none: polled, it read whole partitions on the machine being measured). $1 bounds the due times
+# that count (cron jobs keep producing future executions).
 UNFINISHED = """
-SELECT EXISTS (SELECT 1 FROM executions WHERE status = 'pending' AND due_at <= $1)
-    OR EXISTS (SELECT 1 FROM executions WHERE status = 'queued' AND due_at <= $1)
-    OR EXISTS (SELECT 1 FROM executions WHERE status = 'running')
+SELECT EXISTS (SELECT 1 FROM executions WHERE lane = 'pending' AND status = 'pending' AND due_at <= $1)
+    OR EXISTS (SELECT 1 FROM executions WHERE lane = 'active' AND due_at <= $1)  -- queued or running
+    OR EXISTS (SELECT 1 FROM executions WHERE lane = 'limited')
 """
 # Over the executions scheduled in [$1, $2). Lag is measured from due_at, which is scheduled_for
 # unless the job is smeared (then the smear offset is intended delay, not lag).
@@ -464,7 +465,7 @@ async def run_bench(args: argparse.Namespace, workload: Workload, servers: Scrat
             assert client is not None
             probe = asyncio.create_task(_priority_probe(client, t0 + timedelta(seconds=args.priority_probe)))
         insert_s = time.monotonic() - insert_started
-        while await db.fetchval("SELECT count(*) FROM executions WHERE status = 'pending' AND due_at <= $1", t_end):
+        while await db.fetchval("SELECT count(*) FROM executions WHERE lane = 'pending' AND status = 'pending' AND due_at <= $1", t_end):
             await asyncio.sleep(0.1)
         dispatched_s = time.monotonic() - insert_started
         if dispatched_s > args.lead and workload.scenario == "spike":

@@ -92,9 +92,9 @@ def _scans(plan: dict[str, Any], relation_prefix: str) -> Iterator[dict[str, Any
         yield from _scans(child, relation_prefix)
 
 
-async def test_the_reclaim_finds_lapsed_leases_before_it_reads_their_jobs(store: Store) -> None:
-    # Twenty jobs with 250 runs each, all but ten finished; those ten were held by a worker that
-    # vanished. The reclaim must not walk each job's whole history to find them.
+async def _histories(store: Store) -> None:
+    """Twenty jobs with 250 runs each, all but ten finished; those ten were held by a worker that
+    vanished. Statistics taken while every run was queued."""
     await store.db.execute(INSERT_JOBS.replace("gen_random_uuid(), '{failure,late}', 3", "NULL, NULL, NULL"), 20)
     ids = [r["id"] for r in await store.db.fetch(INSERT_RUNS, 5000)]
     await store.db.execute("ANALYZE jobs, executions")
@@ -104,6 +104,11 @@ async def test_the_reclaim_finds_lapsed_leases_before_it_reads_their_jobs(store:
         await store.execution_finish_many([_succeeded(c) for c in finished])
     await store.db.execute("UPDATE executions SET lease_until = clock_timestamp() - interval '1 hour' WHERE status = 'running'")
 
+
+async def test_the_reclaim_finds_lapsed_leases_before_it_reads_their_jobs(store: Store) -> None:
+    # The reclaim must not walk each job's whole history to find the ten.
+    await _histories(store)
+
     plan = json.loads(await store.db.fetchval(
         "EXPLAIN (ANALYZE, FORMAT JSON) " + QUERIES["execution_reclaim_expired"], 1000, 15.0, 15.0
     ))[0]["Plan"]  # fmt: skip
@@ -112,6 +117,21 @@ async def test_the_reclaim_finds_lapsed_leases_before_it_reads_their_jobs(store:
     assert by_job == [], "the reclaim walked jobs' histories"
     assert [s["Actual Loops"] for s in _scans(plan, "jobs")] == [10]  # one lookup per lapsed lease
     assert await store.db.fetchval("SELECT count(*) FROM executions WHERE status = 'queued'") == 10
+
+
+async def test_the_misfire_check_reads_overdue_runs_not_histories(store: Store) -> None:
+    await _histories(store)
+    # Cron jobs' histories, and statistics that know the lanes hold only the ten running rows
+    # (status alone says nothing an index can use).
+    await store.db.execute("UPDATE jobs SET schedule_kind = 'cron', cron = '* * * * *', timezone = 'UTC', run_at = NULL")
+    await store.db.execute("VACUUM ANALYZE jobs, executions")
+
+    plan = json.loads(await store.db.fetchval(
+        "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + QUERIES["execution_missed"], 60.0, 1000, None, 15.0
+    ))[0]["Plan"]  # fmt: skip
+
+    assert plan["Shared Hit Blocks"] + plan["Shared Read Blocks"] <= 60  # the 5,000 runs span ~250 pages
+    assert plan["Actual Rows"] == 0  # every run started
 
 
 async def test_the_store_never_compiles_a_statement(store: Store) -> None:

@@ -7,13 +7,21 @@
 -- Rows already replayed late or redriven (reason set), manual triggers and backfills (late on
 -- purpose) are excluded. scheduler_down: no replica with the worker role was alive at the
 -- scheduled time (schedulerd_late_reason's rule, $4: the replica silence that counts as down).
-SELECT e.id, e.job_id, e.scheduled_for, j.misfire_policy, j.catch_up_limit,
-       schedulerd_late_reason(NULL, e.scheduled_for, $4) = 'scheduler_down' AS scheduler_down
-FROM executions e JOIN jobs j ON j.id = e.job_id
-WHERE e.status IN ('pending', 'queued') AND e.attempt = 0 AND e.reason IS NULL AND e.origin = 'scheduled'
-  AND e.due_at < clock_timestamp() - make_interval(secs => $1) AND j.schedule_kind = 'cron'
-  AND ($3::uuid[] IS NULL OR e.job_id = ANY($3))
-ORDER BY e.job_id, e.scheduled_for
+-- The overdue rows are found first, through the pending and active lanes' due indexes (a CTE of
+-- their own), then each job is probed: status is in no index, and ordered by job the planner
+-- could walk executions_slot, every execution of every job, at every pass.
+WITH overdue AS MATERIALIZED (
+    SELECT e.id, e.job_id, e.scheduled_for FROM executions e
+    WHERE (e.lane = 'pending' OR e.lane = 'active') AND e.status IN ('pending', 'queued') AND e.attempt = 0
+      AND e.reason IS NULL AND e.origin = 'scheduled' AND e.due_at < clock_timestamp() - make_interval(secs => $1)
+      AND ($3::uuid[] IS NULL OR e.job_id = ANY($3))
+)
+SELECT o.id, o.job_id, o.scheduled_for, j.misfire_policy, j.catch_up_limit,
+       schedulerd_late_reason(NULL, o.scheduled_for, $4) = 'scheduler_down' AS scheduler_down
+FROM overdue o CROSS JOIN LATERAL (
+    SELECT j.misfire_policy, j.catch_up_limit FROM jobs j WHERE j.id = o.job_id AND j.schedule_kind = 'cron' LIMIT 1
+) j
+ORDER BY o.job_id, o.scheduled_for
 LIMIT $2;
 
 -- name: execution_skip_many
