@@ -3,8 +3,8 @@ SCHEDULERD_DAEMON_TASK_MODULES=tests.fault.witness (daemons run with the reposit
 
 Every attempt writes what it saw to Postgres (the daemon's own database, tables made by the
 `witness` fixture): `witness_events` (execution, fence, attempt, pid, event, Postgres time) and
-a fenced sink, `witness_sink`, that accepts an apply only with a fence above the highest it has
-seen for that execution (Kleppmann's fencing token, checked by the target, not the client).
+a fenced sink, `witness_sink`, that accepts an apply only with a fence no lower than the highest
+it has seen for that execution (Kleppmann's fencing token, checked by the target, not the client).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import asyncio
 import os
 import signal
 import time
+import uuid
 from typing import Any
 
 import asyncpg
@@ -30,16 +31,17 @@ _RETRY_FOR_S = 30.0
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS witness_events (
-    execution_id uuid NOT NULL, fence bigint NOT NULL, attempt integer NOT NULL, pid integer NOT NULL,
-    event text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
+    token uuid PRIMARY KEY, execution_id uuid NOT NULL, fence bigint NOT NULL, attempt integer NOT NULL,
+    pid integer NOT NULL, event text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
 CREATE TABLE IF NOT EXISTS witness_sink (
     execution_id uuid PRIMARY KEY, fence bigint NOT NULL, applied_at timestamptz NOT NULL);
 """
 
+# The same fence again is the same attempt (a write retried after its reply was lost): accepted.
 _APPLY = """
 INSERT INTO witness_sink (execution_id, fence, applied_at) VALUES ($1, $2, clock_timestamp())
 ON CONFLICT (execution_id) DO UPDATE SET fence = excluded.fence, applied_at = excluded.applied_at
-    WHERE witness_sink.fence < excluded.fence
+    WHERE witness_sink.fence <= excluded.fence
 RETURNING fence
 """
 
@@ -69,9 +71,12 @@ async def _write(query: str, *args: Any) -> Any:
 
 
 async def _event(ctx: TaskContext, event: str) -> None:
+    # One token per event, kept across _write's tries: an insert that committed but whose reply
+    # was lost to the failover is not recorded twice (it read as a handler started twice).
     await _write(
-        "INSERT INTO witness_events (execution_id, fence, attempt, pid, event) VALUES ($1, $2, $3, $4, $5)",
-        ctx.execution_id, ctx.fence, ctx.attempt, os.getpid(), event,
+        "INSERT INTO witness_events (token, execution_id, fence, attempt, pid, event) VALUES ($1, $2, $3, $4, $5, $6) "
+        "ON CONFLICT (token) DO NOTHING",
+        uuid.uuid4(), ctx.execution_id, ctx.fence, ctx.attempt, os.getpid(), event,
     )  # fmt: skip
 
 
