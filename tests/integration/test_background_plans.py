@@ -17,11 +17,12 @@ from schedulerd.store import Store
 from schedulerd.store.sql import QUERIES
 
 JOBS = 20_000
+# $1 one-off jobs; with $2, each waiting on an occurrence and watching failures and late runs.
 INSERT_JOBS = """
 INSERT INTO jobs (id, tenant, name, task, params, schedule_kind, run_at, max_attempts, backoff_base_s, backoff_factor,
                   backoff_max_s, timeout_s, overlap_waiting, notify_on, pause_after_failures)
 SELECT gen_random_uuid(), 'default', 'plan-' || g, 'noop', '{}', 'at', clock_timestamp(), 3, 1, 2, 60, 30,
-       gen_random_uuid(), '{failure,late}', 3
+       CASE WHEN $2 THEN gen_random_uuid() END, CASE WHEN $2 THEN '{failure,late}'::text[] END, CASE WHEN $2 THEN 3 END
 FROM generate_series(1, $1) g
 """
 # (query, its arguments): each reads jobs in the sweeper or the notifier, through a partial index
@@ -42,7 +43,7 @@ async def stale_statistics(store: Store) -> AsyncIterator[None]:
     """Statistics that say every job waits and watches, over jobs none of which does now."""
     await store.db.execute("ALTER TABLE jobs SET (autovacuum_enabled = off)")
     try:
-        await store.db.execute(INSERT_JOBS, JOBS)
+        await store.db.execute(INSERT_JOBS, JOBS, True)
         await store.db.execute("ANALYZE jobs")
         await store.db.execute("UPDATE jobs SET overlap_waiting = NULL, notify_on = NULL, pause_after_failures = NULL")
         await store.db.execute("VACUUM jobs")  # no dead index entries left to read; the statistics stay
@@ -111,10 +112,14 @@ def _scans(plan: dict[str, Any], relation_prefix: str) -> Iterator[dict[str, Any
         yield from _scans(child, relation_prefix)
 
 
+def _succeeded(claim: Claim) -> Outcome:
+    return Outcome(claim.id, claim.fence, claim.task, ExecutionStatus.SUCCEEDED, AttemptOutcome.SUCCEEDED)
+
+
 async def _histories(store: Store) -> None:
     """Twenty jobs with 250 runs each, all but ten finished; those ten were held by a worker that
     vanished. Statistics taken while every run was queued."""
-    await store.db.execute(INSERT_JOBS.replace("gen_random_uuid(), '{failure,late}', 3", "NULL, NULL, NULL"), 20)
+    await store.db.execute(INSERT_JOBS, 20, False)
     ids = [r["id"] for r in await store.db.fetch(INSERT_RUNS, 5000)]
     await store.db.execute("ANALYZE jobs, executions")
     for start in range(0, len(ids), 500):
@@ -156,6 +161,3 @@ async def test_the_store_never_compiles_a_statement(store: Store) -> None:
     # for a background scan over a large partition that runs in 9.
     assert await store.db.fetchval("SHOW jit") == "off"
 
-
-def _succeeded(claim: Claim) -> Outcome:
-    return Outcome(claim.id, claim.fence, claim.task, ExecutionStatus.SUCCEEDED, AttemptOutcome.SUCCEEDED)
