@@ -120,7 +120,9 @@ async def test_a_daemon_on_the_cluster_pops_every_master_and_runs_everything(
 async def test_a_slot_migrated_during_a_run_is_followed(cluster: RedisClusterServers, cluster_queue, store: Store, config: Config) -> None:
     queue = cluster_queue(4)
     async with _fleet(store, queue, config):
-        await _create(Jobs(store, queue, config), 200, spread_s=3.0)
+        # Spread over 6 s: on a loaded machine creating them takes a while, and entries must still
+        # sit in the slot when it moves.
+        await _create(Jobs(store, queue, config), 200, spread_s=6.0)
         shard = queue.shards[0]
         slot = cluster.keyslot(f"{shard.tag}:tenants")
         source = cluster.slot_owner(slot)
