@@ -75,18 +75,28 @@ HOLDABLE = ("execution_claim_many", "execution_heartbeat_many", "execution_finis
 
 
 T = TypeVar("T")
-DATA = st.data()  # an action's parameter that is the step's own draw source (it draws what depends on the state)
-# Choices among what the state holds are an index under fixed bounds: a sampled_from over a list
-# whose length depends on timing draws under different bounds from one run to the next, which
-# hypothesis refuses as an inconsistent strategy (FlakyStrategyDefinition) when two runs share a prefix.
+CHOOSE = object()  # an action's parameter that is the step's `Choices` (it picks among what the state holds)
 PICK = st.integers(min_value=0, max_value=2**16 - 1)
+STEP_DRAWS = 8  # the most picks one step makes: its action, its parameters, and what it picks among the state
+
+
+class Choices:
+    """One step's draws, made before the step looks at the state. A step whose draws followed the
+    state (a sampled_from over what exists, a pick only when something exists, an action list
+    that depends on timing) draws differently from one run to the next, which hypothesis refuses
+    as an inconsistent strategy (FlakyStrategyDefinition) when two runs share a prefix: a fixed
+    number of draws under fixed bounds cannot differ."""
+
+    def __init__(self, draws: Sequence[int]) -> None:
+        self._draws = list(draws)
+
+    def pick(self, items: Sequence[T]) -> T:
+        if not self._draws:
+            raise RuntimeError(f"a step picked more than STEP_DRAWS={STEP_DRAWS} times")
+        return items[self._draws.pop(0) % len(items)]
 
 
 TENANT_QUOTA = 2  # t2's in-flight quota in config
-
-
-def pick(data: st.DataObject, items: Sequence[T], label: str | None = None) -> T:
-    return items[data.draw(PICK, label=label) % len(items)]
 
 
 @dataclass(frozen=True)
@@ -94,7 +104,7 @@ class Action:
     name: str
     weight: int  # how often the step picks it, relative to the others
     when: Callable[[Any], bool] | None
-    params: dict[str, Any]
+    params: dict[str, Any]  # each a list the step picks from, or CHOOSE
 
 
 ACTIONS: list[Action] = []
@@ -468,37 +478,35 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     # --- rules: creating work ----------------------------------------------------------------
 
-    @action(4, kind=st.sampled_from(["lifecycle.ok", "lifecycle.fail", "lifecycle.block", "lifecycle.inline"]), in_s=st.sampled_from([0.0, 0.0, 0.2, 1.0]),
-          attempts=st.sampled_from([1, 2, 3]), timeout_s=st.sampled_from([5.0, 0.4]), tenant=st.sampled_from(["t1", "t2"]))
+    @action(4, kind=["lifecycle.ok", "lifecycle.fail", "lifecycle.block", "lifecycle.inline"], in_s=[0.0, 0.0, 0.2, 1.0],
+          attempts=[1, 2, 3], timeout_s=[5.0, 0.4], tenant=["t1", "t2"])
     def create_one_off(self, kind: str, in_s: float, attempts: int, timeout_s: float, tenant: str) -> None:
         spec = JobSpec(task=kind, tenant=tenant, delay_s=in_s, max_attempts=attempts, timeout_s=timeout_s)
         self.run(self._create(spec, "one_off"), f"create one-off {kind} in {in_s}s attempts={attempts} timeout={timeout_s}")
 
-    @action(2, kind=st.sampled_from(["lifecycle.ok", "lifecycle.block"]), key=st.sampled_from(["k1", "k2"]),
-          window_s=st.sampled_from([0.05, 0.3, 1.0]))
+    @action(2, kind=["lifecycle.ok", "lifecycle.block"], key=["k1", "k2"], window_s=[0.05, 0.3, 1.0])
     def create_debounced(self, kind: str, key: str, window_s: float) -> None:
         """A debounced create: it moves its key's execution on while that one has not started (a
         claim racing it keeps what it won), else makes a new one; either way nothing is lost."""
         spec = JobSpec(task=kind, tenant="t1", timeout_s=5.0)
         self.run(self._create(spec, "one_off", Debounce(key, window_s)), f"create debounced {kind} key={key} window={window_s}s")
 
-    @action(2, kind=st.sampled_from(["lifecycle.ok", "lifecycle.block"]), key=st.sampled_from(["c1", "c2"]),
-          tenant=st.sampled_from(["t1", "t2"]))
+    @action(2, kind=["lifecycle.ok", "lifecycle.block"], key=["c1", "c2"], tenant=["t1", "t2"])
     def create_keyed(self, kind: str, key: str, tenant: str) -> None:
         """A one-off with a concurrency key (limit 1): over its limit it waits, unclaimed, and a
         holder's finish, park, hand-back or reclaim lets it start (invariant 8 counts the holders)."""
         spec = JobSpec(task=kind, tenant=tenant, timeout_s=5.0, concurrency_key=key, concurrency_limit=1)
         self.run(self._create(spec, "one_off"), f"create keyed {kind} {tenant}/{key}")
 
-    @action(1, kind=st.sampled_from(["lifecycle.ok", "lifecycle.fail"]), attempts=st.sampled_from([1, 2]))
+    @action(1, kind=["lifecycle.ok", "lifecycle.fail"], attempts=[1, 2])
     def create_rated(self, kind: str, attempts: int) -> None:
         """A one-off under its own rate limit (2 per 0.5 s): over it, the claim is parked unrun until
         its token is due, its attempt not used (invariants 2-3 hold for parks as for any claim)."""
         spec = JobSpec(task=kind, tenant="t1", timeout_s=5.0, max_attempts=attempts, rate_key="r", rate_limit=2, rate_window_s=0.5)
         self.run(self._create(spec, "one_off"), f"create rated {kind} attempts={attempts}")
 
-    @action(1, kind=st.sampled_from(["lifecycle.ok", "lifecycle.fail", "lifecycle.block"]), attempts=st.sampled_from([1, 2]),
-          zone=st.sampled_from(["UTC", NY]), pause_after=st.sampled_from([None, 1]))
+    @action(1, kind=["lifecycle.ok", "lifecycle.fail", "lifecycle.block"], attempts=[1, 2], zone=["UTC", NY],
+          pause_after=[None, 1])
     def create_cron(self, kind: str, attempts: int, zone: str, pause_after: int | None) -> None:
         """pause_after: the notifier pauses the job after this many failed runs in a row (notifier_pass)."""
         cron = "* * * * *" if zone == "UTC" else "0 * * * *"
@@ -506,17 +514,17 @@ class LifecycleMachine(RuleBasedStateMachine):
                        pause_after_failures=pause_after)  # fmt: skip
         self.run(self._create(spec, "cron" if zone == "UTC" else "tz"), f"create cron {cron!r} {zone} {kind}")
 
-    @action(1, max_runs=st.sampled_from([1, 3, 8]))
+    @action(1, max_runs=[1, 3, 8])
     def create_bounded(self, max_runs: int) -> None:
         """Every minute, at most max_runs times: 8 is more than the 5-minute horizon writes at once."""
         spec = JobSpec(task="lifecycle.ok", tenant="t1", cron="* * * * *", max_runs=max_runs, timeout_s=5.0)
         self.run(self._create(spec, "bounded"), f"create bounded every minute max_runs={max_runs}")
 
-    @action(1, when=lambda self: bool(self.max_runs), data=DATA, back_min=st.sampled_from([3, 30]))
-    def rewind_bounded(self, data: st.DataObject, back_min: int) -> None:
+    @action(1, when=lambda self: bool(self.max_runs), choose=CHOOSE, back_min=[3, 30])
+    def rewind_bounded(self, choose: Choices, back_min: int) -> None:
         """A bounded job's cursor moved back (as if its rows were lost or never counted) and the
         materialiser runs: the count it keeps, not the rows, caps what it writes."""
-        job_id = self._pick_job(data, ("bounded",))
+        job_id = self._pick_job(choose, ("bounded",))
 
         async def go() -> None:
             await self.store.db.execute(
@@ -536,13 +544,13 @@ class LifecycleMachine(RuleBasedStateMachine):
         for execution in executions:
             self.accepted[execution.id] = "schedule" if kind != "one_off" else "one_off"
 
-    def _pick_job(self, data: st.DataObject, kinds: tuple[str, ...] = ("one_off", "cron", "tz", "bounded")) -> uuid.UUID | None:
+    def _pick_job(self, choose: Choices, kinds: tuple[str, ...] = ("one_off", "cron", "tz", "bounded")) -> uuid.UUID | None:
         candidates = sorted(j for j, k in self.jobs_made.items() if k in kinds)
-        return pick(data, candidates) if candidates else None
+        return choose.pick(candidates) if candidates else None
 
-    @action(2, when=lambda self: any(k != "one_off" for k in self.jobs_made.values()), data=DATA)
-    def trigger(self, data: st.DataObject) -> None:
-        job_id = self._pick_job(data, ("cron", "tz"))
+    @action(2, when=lambda self: any(k != "one_off" for k in self.jobs_made.values()), choose=CHOOSE)
+    def trigger(self, choose: Choices) -> None:
+        job_id = self._pick_job(choose, ("cron", "tz"))
 
         paused = job_id in self.disabled and bool(self.disabled[job_id]) and self.disabled[job_id][-1][1] is None
         paused = paused and job_id not in self.deleted
@@ -560,9 +568,9 @@ class LifecycleMachine(RuleBasedStateMachine):
 
         self.run(go(), f"trigger {str(job_id)[-6:]}")
 
-    @action(2, when=lambda self: any(k == "cron" for k in self.jobs_made.values()), data=DATA, days_back=st.sampled_from([0, 10]))
-    def backfill(self, data: st.DataObject, days_back: int) -> None:
-        job_id = self._pick_job(data, ("cron",))
+    @action(2, when=lambda self: any(k == "cron" for k in self.jobs_made.values()), choose=CHOOSE, days_back=[0, 10])
+    def backfill(self, choose: Choices, days_back: int) -> None:
+        job_id = self._pick_job(choose, ("cron",))
 
         async def go() -> None:
             now = await self.store.clock_now()
@@ -575,9 +583,9 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     # --- rules: steering ---------------------------------------------------------------------
 
-    @action(1, when=lambda self: bool(self.jobs_made), data=DATA)
-    def pause(self, data: st.DataObject) -> None:
-        job_id = self._pick_job(data)
+    @action(1, when=lambda self: bool(self.jobs_made), choose=CHOOSE)
+    def pause(self, choose: Choices) -> None:
+        job_id = self._pick_job(choose)
 
         async def go() -> None:
             await self.jobs.pause(job_id, note="lifecycle")
@@ -606,9 +614,9 @@ class LifecycleMachine(RuleBasedStateMachine):
             return
         self.run(go(), "notifier")
 
-    @action(1, when=lambda self: bool(self.disabled), data=DATA)
-    def resume(self, data: st.DataObject) -> None:
-        job_id = self._pick_job(data, ("cron", "tz", "bounded"))
+    @action(1, when=lambda self: bool(self.disabled), choose=CHOOSE)
+    def resume(self, choose: Choices) -> None:
+        job_id = self._pick_job(choose, ("cron", "tz", "bounded"))
         if job_id is None or job_id in self.deleted:
             return
 
@@ -621,9 +629,9 @@ class LifecycleMachine(RuleBasedStateMachine):
 
         self.run(go(), f"resume {str(job_id)[-6:]}")
 
-    @action(1, when=lambda self: bool(self.jobs_made), data=DATA)
-    def delete(self, data: st.DataObject) -> None:
-        job_id = self._pick_job(data)
+    @action(1, when=lambda self: bool(self.jobs_made), choose=CHOOSE)
+    def delete(self, choose: Choices) -> None:
+        job_id = self._pick_job(choose)
 
         async def go() -> None:
             await self.jobs.delete(job_id)
@@ -636,13 +644,13 @@ class LifecycleMachine(RuleBasedStateMachine):
 
         self.run(go(), f"delete {str(job_id)[-6:]}")
 
-    @action(2, when=lambda self: any(k == "cron" for k in self.jobs_made.values()), data=DATA,
-            cron=st.sampled_from(["* * * * *", "*/2 * * * *"]), dry_run=st.sampled_from([False, False, True]))
-    def edit(self, data: st.DataObject, cron: str, dry_run: bool) -> None:
+    @action(2, when=lambda self: any(k == "cron" for k in self.jobs_made.values()), choose=CHOOSE,
+            cron=["* * * * *", "*/2 * * * *"], dry_run=[False, False, True])
+    def edit(self, choose: Choices, cron: str, dry_run: bool) -> None:
         """Edit a cron job in place (Jobs.update). Its kept and new occurrences are accepted work
         like any other (checked never lost); those it cancels (reason edited) never started
         (checked by `_check_edited`), and a running one is left to finish."""
-        job_id = self._pick_job(data, ("cron",))
+        job_id = self._pick_job(choose, ("cron",))
 
         async def go() -> None:
             try:
@@ -662,15 +670,14 @@ class LifecycleMachine(RuleBasedStateMachine):
 
         self.run(go(), f"edit {str(job_id)[-6:]} cron {cron!r}{' (dry run)' if dry_run else ''}")
 
-    @action(1, crons=st.lists(st.sampled_from(["* * * * *", "*/2 * * * *", None]), min_size=2, max_size=2),
-            prune=st.booleans())
-    def apply(self, crons: list[str | None], prune: bool) -> None:
+    @action(1, first=["* * * * *", "*/2 * * * *", None], second=["* * * * *", "*/2 * * * *", None], prune=[False, True])
+    def apply(self, first: str | None, second: str | None, prune: bool) -> None:
         """Apply a declared source of two jobs (None: that one not declared) through `Apply`: added
         jobs and the occurrences of changed ones are accepted work like any other (checked never
         lost); a pruned job is deleted like `delete`'s; a declared job the `edit` rule changed since
         the last apply is drift, and the apply writes nothing."""
         documents = [{"name": f"declared-{i}", "task": "lifecycle.ok", "cron": cron, "timeout_s": 5.0}
-                     for i, cron in enumerate(crons) if cron is not None]  # fmt: skip
+                     for i, cron in enumerate((first, second)) if cron is not None]  # fmt: skip
 
         async def go() -> None:
             try:
@@ -691,7 +698,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             ):
                 self.accepted.setdefault(row["id"], "schedule")
 
-        self.run(go(), f"apply {crons}{' --prune' if prune else ''}")
+        self.run(go(), f"apply {[first, second]}{' --prune' if prune else ''}")
 
     @action(2)
     def redrive(self) -> None:
@@ -708,8 +715,8 @@ class LifecycleMachine(RuleBasedStateMachine):
 
         self.run(go(), "redrive failed")
 
-    @action(2, data=DATA)
-    def cancel(self, data: st.DataObject) -> None:
+    @action(2, choose=CHOOSE)
+    def cancel(self, choose: Choices) -> None:
         """Cancel one unsettled execution, whatever its state (a running one: at its next heartbeat)."""
 
         async def go() -> None:
@@ -718,7 +725,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             )
             if not rows:
                 return
-            execution_id = pick(data, [r["id"] for r in rows], "cancelled")
+            execution_id = choose.pick([r["id"] for r in rows])
             try:
                 done = await self.cancels.cancel(execution_id, None, by="lifecycle")
             except TooLateError:
@@ -730,10 +737,10 @@ class LifecycleMachine(RuleBasedStateMachine):
 
         self.run(go(), "cancel one")
 
-    @action(1, when=lambda self: bool(self.jobs_made), data=DATA)
-    def cancel_many(self, data: st.DataObject) -> None:
+    @action(1, when=lambda self: bool(self.jobs_made), choose=CHOOSE)
+    def cancel_many(self, choose: Choices) -> None:
         """Cancel every unsettled execution of one job (running ones asked to stop), in pages."""
-        job_id = self._pick_job(data)
+        job_id = self._pick_job(choose)
 
         async def go() -> None:
             job = await self.store.job_get(job_id)
@@ -752,7 +759,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     # --- rules: the hot path -----------------------------------------------------------------
 
-    @action(8, name=st.sampled_from(["a", "b"]))
+    @action(8, name=["a", "b"])
     def run_once(self, name: str) -> None:
         if self.busy(f"run_once:{name}"):
             return
@@ -785,27 +792,27 @@ class LifecycleMachine(RuleBasedStateMachine):
                     "(not claimed) and is no longer in Redis"
                 )
 
-    @action(6, name=st.sampled_from(["a", "b"]))
+    @action(6, name=["a", "b"])
     def heartbeat(self, name: str) -> None:
         if self.busy(f"heartbeat:{name}"):
             return
         self.run(self.workers[name].heartbeat_once(), f"heartbeat:{name}")
 
-    @action(6, name=st.sampled_from(["a", "b"]))
+    @action(6, name=["a", "b"])
     def flush(self, name: str) -> None:
         if self.busy(f"flush:{name}"):
             return
         self.run(self.workers[name].flush_outcomes(), f"flush:{name}")
 
-    @action(4, when=lambda self: bool(self.blocked), data=DATA, verdict=st.sampled_from(["ok", "fail"]))
-    def release_handler(self, data: st.DataObject, verdict: str) -> None:
-        key = pick(data, sorted(self.blocked))
+    @action(4, when=lambda self: bool(self.blocked), choose=CHOOSE, verdict=["ok", "fail"])
+    def release_handler(self, choose: Choices, verdict: str) -> None:
+        key = choose.pick(sorted(self.blocked))
         waiting = self.blocked.get(key)
         if waiting is not None and not waiting.done():
             waiting.set_result(verdict)
         self.run(self._turns(), f"release handler {str(key[0])[-6:]} fence {key[1]}: {verdict}")
 
-    @action(1, quota=st.sampled_from([1, None]))
+    @action(1, quota=[1, None])
     def set_quota(self, quota: int | None) -> None:
         """An operator changes t2's in-flight quota at runtime (1, or cleared: config's 2 again); the
         replicas read it at once here (in a fleet: within [concurrency].refresh_s). A claim already
@@ -826,11 +833,11 @@ class LifecycleMachine(RuleBasedStateMachine):
             return
         self.run(self.sweeper.run_once(), "sweep")
 
-    @action(3, seconds=st.sampled_from([0.05, 0.3, LEASE_S + 0.3]))
+    @action(3, seconds=[0.05, 0.3, LEASE_S + 0.3])
     def wait(self, seconds: float) -> None:
         self.run(asyncio.sleep(seconds), f"wait {seconds}s")
 
-    @action(1, name=st.sampled_from(["a", "b"]))
+    @action(1, name=["a", "b"])
     def freeze_worker(self, name: str) -> None:
         """The worker froze past its leases (Postgres-side: its leases run out now)."""
         worker = self.workers[name]
@@ -846,16 +853,16 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     # --- rules: latency and faults -----------------------------------------------------------
 
-    @action(4, method=st.sampled_from(HOLDABLE), phase=st.sampled_from(["before", "after"]))
+    @action(4, method=HOLDABLE, phase=["before", "after"])
     def arm_hold(self, method: str, phase: str) -> None:
         """The next call of `method` waits (before its request, or with its answer) until released."""
         self.step_no += 1
         self.armed[(method, phase)] = 1
         self.note(f"arm hold {method} {phase}")
 
-    @action(4, when=lambda self: bool(self.holds), data=DATA)
-    def release_hold(self, data: st.DataObject) -> None:
-        hold = pick(data, self.holds)
+    @action(4, when=lambda self: bool(self.holds), choose=CHOOSE)
+    def release_hold(self, choose: Choices) -> None:
+        hold = choose.pick(self.holds)
         self.holds.remove(hold)
         hold.gate.set()
         self.run(self._turns(20), f"release hold {hold.name} {hold.phase}")
@@ -866,14 +873,14 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.fail_next.add("execution_park_many")
         self.note("arm failure execution_park_many")
 
-    @action(1, skew_ms=st.sampled_from([0, 0, 30, 300]))
+    @action(1, skew_ms=[0, 0, 30, 300])
     def clock_skew(self, skew_ms: int) -> None:
         """Redis's host clock `skew_ms` ahead of Postgres's host (from now on)."""
         self.step_no += 1
         self.skew_ms = skew_ms
         self.note(f"redis clock ahead by {skew_ms} ms")
 
-    @action(1, what=st.sampled_from(["all", "tenants"]))
+    @action(1, what=["all", "tenants"])
     def flush_redis(self, what: str) -> None:
         """Redis lost this prefix's data (restart without persistence), or (tenants) a failover
         lost the last write of a shard: its tenants set."""
@@ -888,7 +895,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
         self.run(go(), f"flush redis {what}")
 
-    @action(1, shards=st.sampled_from([1, 2, 4]), which=st.sampled_from(["a", "b", "rest"]))
+    @action(1, shards=[1, 2, 4], which=["a", "b", "rest"])
     def change_shards(self, shards: int, which: str) -> None:
         """A replica restarted with another [redis].shards (the others keep theirs for now)."""
         queue = self.shard_queues.get(shards)
@@ -923,11 +930,12 @@ class LifecycleMachine(RuleBasedStateMachine):
         tzdb.installed_version = lambda: NEW_TZ.version  # type: ignore[assignment]
         self.run(tzchange.recompute(self.store, self.sweeper.queue, self.config, "lifecycle-tz", NEW_TZ), "tz recompute")
 
-    @rule(data=st.data())
-    def step(self, data: st.DataObject) -> None:
+    @rule(draws=st.tuples(*[PICK] * STEP_DRAWS))
+    def step(self, draws: tuple[int, ...]) -> None:
+        choose = Choices(draws)
         allowed = [a for a in ACTIONS if a.when is None or a.when(self)]
-        chosen = pick(data, [a for a in allowed for _ in range(a.weight)], "action")
-        params = {k: data if v is DATA else data.draw(v, label=k) for k, v in chosen.params.items()}
+        chosen = choose.pick([a for a in allowed for _ in range(a.weight)])
+        params = {k: choose if v is CHOOSE else choose.pick(v) for k, v in chosen.params.items()}
         getattr(self, chosen.name)(**params)
 
     # --- invariants --------------------------------------------------------------------------
