@@ -63,6 +63,7 @@ NEW_TZ = TzDatabase("2099z", "lifecycle-test")
 NY = "America/New_York"
 FINAL = ("succeeded", "failed", "cancelled", "skipped")
 STEP_TIMEOUT_S = 10.0  # one step (without its holds) taking longer than this is a hang, itself a finding
+LOCK_CHECK_S = 0.5  # how often a step still running looks for a lock it waits on behind a held step
 
 # The hooked methods: the worker's hot path (claim, heartbeat, finish, park), the queue's pop and
 # add, and the retention's judge-then-drop.
@@ -124,6 +125,19 @@ def action(weight: int, when: Callable[[Any], bool] | None = None, **params: Any
 
 class Violation(AssertionError):
     """An invariant of the execution lifecycle does not hold."""
+
+
+def _awaiting(task: asyncio.Task[Any]) -> list[str]:
+    """Where a pending task waits: the chain of coroutines it awaits, outermost first."""
+    lines = []
+    awaited: Any = task.get_coro()
+    while awaited is not None and hasattr(awaited, "cr_frame"):
+        frame = awaited.cr_frame
+        if frame is not None:
+            lines.append(f"  {frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}")
+        awaited = awaited.cr_await
+    lines.append(f"  on {awaited!r}"[:300])
+    return lines
 
 
 def _old_new_york() -> timezone:
@@ -265,18 +279,43 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.hold_hit.clear()
         task = asyncio.ensure_future(coro)
         hit = asyncio.ensure_future(self.hold_hit.wait())
+        waits_on_hold = False
+        deadline = self.loop.time() + STEP_TIMEOUT_S
         try:
-            await asyncio.wait([task, hit], timeout=STEP_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED)
+            while not task.done() and not hit.done() and self.loop.time() < deadline:
+                await asyncio.wait([task, hit], timeout=LOCK_CHECK_S, return_when=asyncio.FIRST_COMPLETED)
+                if self.holds and not task.done() and not hit.done() and await self._blocked_by_a_hold():
+                    waits_on_hold = True
+                    break
         finally:
             hit.cancel()
         await self._turns()
         if task.done():
             return self._result(task, kind)
-        if not self.hold_hit.is_set():
-            raise Violation(f"step {kind} neither finished nor waited at a hold within {STEP_TIMEOUT_S} s")
+        if not self.hold_hit.is_set() and not waits_on_hold:
+            raise Violation(
+                f"step {kind} neither finished nor waited at a hold within {STEP_TIMEOUT_S} s, awaiting:\n"
+                + "\n".join(_awaiting(task)) + "\n--- steps ---\n" + "\n".join(self.trace[-80:])
+            )
         self.ops.append(Op(kind, task))
-        self.note(f"  -> {kind} held")
+        self.note(f"  -> {kind} {'waits on a held step' if waits_on_hold else 'held'}")
         return None
+
+    async def _blocked_by_a_hold(self) -> bool:
+        """A session of this database waits for a lock that a held step's open transaction (idle
+        in it, at the hold) keeps, directly or through other waiters: as held as the step itself."""
+        return bool(await self.store.db.fetchval(
+            """
+            WITH RECURSIVE held AS (
+                SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'
+                UNION
+                SELECT w.pid FROM pg_stat_activity w, held
+                WHERE w.datname = current_database() AND w.wait_event_type = 'Lock' AND held.pid = ANY(pg_blocking_pids(w.pid))
+            )
+            SELECT count(*) > (SELECT count(*) FROM pg_stat_activity
+                               WHERE datname = current_database() AND state = 'idle in transaction') FROM held
+            """
+        ))  # fmt: skip
 
     def _result(self, task: asyncio.Task[Any], kind: str) -> Any:
         exc = task.exception()
