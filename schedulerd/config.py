@@ -65,6 +65,7 @@ class WorkerConfig:
     batch_size: int = 256  # executions popped and claimed per round trip
     poll_max_s: float = 0.1  # longest sleep between pops when nothing is due (bounds a new job's start lag)
     linger_s: float = 0.02  # shortest pause between partial pops and between outcome writes: batches them
+    linger_busy_s: float = 0.05  # that pause while pops come back at least 1/8 full (linger_s: never longer)
     lease_s: float = 15.0  # lease granted at claim and at each heartbeat
     heartbeat_s: float = 5.0  # lease extension interval
     write_timeout_s: float = 5.0  # a claim, heartbeat or finish statement taking longer is retried on a fresh connection (capped at lease_s / 3)
@@ -289,6 +290,9 @@ class Config:
             raise ConfigError(f"database.commit_retry_s must be between 0 and 3600, got {self.database.commit_retry_s}")
         if not 1 <= self.redis.shards <= 1024:
             raise ConfigError(f"redis.shards must be between 1 and 1024, got {self.redis.shards}")
+        for key in ("linger_s", "linger_busy_s"):
+            if not 0 <= getattr(self.worker, key) <= 1:
+                raise ConfigError(f"worker.{key} must be between 0 and 1 second, got {getattr(self.worker, key)}")
         if self.worker.concurrency < 1 or self.worker.batch_size < 1:
             raise ConfigError("worker.concurrency and worker.batch_size must be at least 1")
         for task, limit in self.worker.task_concurrency.items():

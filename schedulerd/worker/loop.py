@@ -25,7 +25,7 @@ import structlog
 
 from schedulerd import faults, flow_claims, health, metrics, overlap_claims, tracing
 from schedulerd.config import BreakerConfig, JobsConfig, LateConfig, RateLimitsConfig, WorkerConfig
-from schedulerd.core import rate
+from schedulerd.core import linger, rate
 from schedulerd.core.flow import NO_CAPS, Caps, Scope
 from schedulerd.core.retry import RetryPolicy, after_attempt
 from schedulerd.loops import retrying
@@ -116,6 +116,8 @@ class Worker:
         self.write_timeout_s = min(config.write_timeout_s, config.lease_s / 3)
         self._claim_terms = {"late_after_s": late_grace_s, "down_after_s": self.late_config.down_after_s}
         self.late_grace_s = late_grace_s
+        self.linger_s = config.linger_s  # the current pause between partial pops and outcome writes (core/linger)
+        self._batch_max = min(config.batch_size, config.concurrency)  # most executions one pop can start
         # A span per attempt when tracing is on (tracer_provider: OpenTelemetry's; None: the global
         # one); None when it is off, decided once here, so an untraced attempt costs one check.
         self.tracer = tracing.attempt_tracer(worker_id, tracer_provider)
@@ -574,6 +576,8 @@ class Worker:
             health.tick("worker")
             metrics.IN_FLIGHT.set(len(self.running))  # per pass, not per attempt: a gauge set takes a lock
             full = self._main_running() >= self.config.concurrency
+            if started or not full:  # a full worker that started nothing is as busy as before
+                self.linger_s = linger.linger_s(started, self._batch_max, self.config.linger_s, self.config.linger_busy_s)
             if started >= self.config.batch_size and not full:
                 continue  # a whole batch was due: more probably is
             self._slot_free.clear()
@@ -582,7 +586,7 @@ class Worker:
             else:
                 # Linger a little even when the next entry is due sooner: executions falling due
                 # one by one are then claimed and finished in batches, not one round trip each.
-                await _wait_any(stop, timeout_s=max(self.config.linger_s, self.sleep_s()))
+                await _wait_any(stop, timeout_s=max(self.linger_s, self.sleep_s()))
 
     async def _heartbeat_loop(self, stop: asyncio.Event) -> None:
         failures = 0
@@ -615,7 +619,7 @@ class Worker:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._outcome_ready.wait(), self.config.heartbeat_s)
                 if self._outcomes and not self._closing:
-                    await asyncio.sleep(self.config.linger_s)  # let outcomes gather into one statement
+                    await asyncio.sleep(self.linger_s)  # let outcomes gather into one statement
                 self._outcome_ready.clear()
             try:
                 while await self.flush_outcomes():

@@ -40,6 +40,8 @@ def test_environment_overrides_file(tmp_path) -> None:
         ({"SCHEDULERD_DAEMON_MIGRATE_ON_START": "perhaps"}, "daemon.migrate_on_start"),
         ({"SCHEDULERD_WORKER_HEARTBEAT_S": "20"}, "heartbeat_s"),
         ({"SCHEDULERD_DAEMON_ROLES": "worker,janitor"}, "unknown role"),
+        ({"SCHEDULERD_WORKER_LINGER_BUSY_S": "2"}, r"worker.linger_busy_s must be between 0 and 1 second, got 2"),
+        ({"SCHEDULERD_WORKER_LINGER_S": "-0.1"}, r"worker.linger_s must be between 0 and 1 second, got -0.1"),
     ],
 )
 def test_bad_values_name_the_setting(environ, message, tmp_path) -> None:
