@@ -1471,7 +1471,8 @@ async def _migrate(args: argparse.Namespace, config: Config) -> None:
     from schedulerd import servers
     from schedulerd.store import migrate
 
-    applied = await migrate(servers.resolve(config).database_url)
+    # Migrating needs only Postgres: a configured database URL is enough without a Redis one.
+    applied = await migrate(config.database.url or servers.resolve(config).database_url)
     print(f"applied {applied} migration(s)" if applied else "database schema is current")
 
 

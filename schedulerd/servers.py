@@ -41,8 +41,9 @@ def resolve(config: Config, *, start: bool = False) -> Servers:
     if running is None:
         # The folder is the working directory's: an application's folder is not the one where
         # `schedulerd run` keeps its servers, so name the lines that point there from anywhere.
+        unset = " and no ".join(n for n, url in (("database", config.database.url), ("Redis", config.redis.url)) if not url)
         raise ConfigError(
-            f"no database configured, and no embedded servers run in {data_dir}. Start `schedulerd run` in "
+            f"no {unset} configured, and no embedded servers run in {data_dir}. Start `schedulerd run` in "
             f"{data_dir.parent}, or point this process at a running daemon's servers with the two lines "
             "`schedulerd run` prints at start (also in .schedulerd/embedded.json of the folder it runs in):\n"
             "  export SCHEDULERD_DATABASE_URL='postgresql://schedulerd:...@127.0.0.1:<port>/schedulerd'\n"

@@ -147,6 +147,16 @@ def test_every_command_on_an_unmigrated_database_says_to_migrate(bare_database_u
         assert "no schedulerd schema" in done.stderr, (args, done.stderr)
 
 
+def test_migrate_needs_only_the_database(bare_database_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Migrating touches Postgres alone: no Redis URL and no embedded servers are needed."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SCHEDULERD_")}
+    env |= {"SCHEDULERD_CONFIG": str(tmp_path / "none.toml"), "SCHEDULERD_DATABASE_URL": bare_database_url,
+            "SCHEDULERD_EMBEDDED_DATA_DIR": str(tmp_path / ".schedulerd")}  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "schedulerd", "migrate"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith("applied "), done.stderr
+    assert not (tmp_path / ".schedulerd").exists()  # no embedded server was started for it
+
+
 @pytest.mark.parametrize(("cron", "message"), [
     ("0 0 * * 8#1", "day-of-week field '8#1': 8 is out of range 0-7"),
     ("0 0 * * FRI#6", "day-of-week field 'FRI#6': the week of the month after '#' must be 1-5, got 6"),

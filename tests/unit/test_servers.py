@@ -33,6 +33,21 @@ def test_no_servers_names_the_folder_and_the_two_export_lines(tmp_path: Path) ->
     assert "export SCHEDULERD_DATABASE_URL=" in message and "export SCHEDULERD_REDIS_URL=" in message
 
 
+@pytest.mark.parametrize(
+    ("environ", "unset"),
+    [
+        ({}, "no database and no Redis configured"),
+        ({"SCHEDULERD_DATABASE_URL": "postgresql://db/x"}, "no Redis configured"),
+        ({"SCHEDULERD_REDIS_URL": "redis://r/0"}, "no database configured"),
+    ],
+)
+def test_the_message_names_the_url_that_is_unset(environ: dict[str, str], unset: str, tmp_path: Path) -> None:
+    environ = {"SCHEDULERD_EMBEDDED_DATA_DIR": str(tmp_path / ".schedulerd"), **environ}
+    with pytest.raises(ConfigError) as refused:
+        servers.resolve(config_module.load(tmp_path / "none.toml", environ))
+    assert str(refused.value).startswith(f"{unset}, and no embedded servers run in")
+
+
 def test_a_stale_state_file_is_not_taken_for_running_servers(tmp_path: Path) -> None:
     data_dir = tmp_path / ".schedulerd"
     data_dir.mkdir()
