@@ -29,6 +29,10 @@
 -- names a concurrency key, whose task type is in $12 or whose tenant is in $13 (or every tenant:
 -- $14) has a fleet-wide cap; it goes through the claim under that limit's lock
 -- (schedulerd/flow_claims.py), which passes $11.
+-- The UPDATE repeats the bounds on its own target: without them its plan holds every partition
+-- of executions (94 with 90 days of retention), each opened and locked at every execution of the
+-- statement (Postgres CPU 0.64, start-lag p99 486 -> 98 ms at 5,000/s: docs/benchmarks.md
+-- "Many partitions"); execution_heartbeat_many and execution_finish_many do the same.
 -- Rows are locked in id order (the `locked` CTE), as by every statement that writes several
 -- executions, so no two such statements can deadlock. The CTE looks rows up by id alone (no join
 -- to jobs): a join let the planner walk the (job_id, scheduled_for) index over a spike's single
@@ -62,7 +66,7 @@ WITH locked AS (
            late_reason = CASE WHEN j.enabled THEN coalesce(l.marked_late, e.late_reason)
                               WHEN j.deleted_at IS NULL THEN coalesce(e.late_reason, 'paused') ELSE e.late_reason END
     FROM locked l, jobs j
-    WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for AND j.id = e.job_id
+    WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for AND e.scheduled_for >= $4 AND e.scheduled_for < $5 AND j.id = e.job_id
       AND (j.overlap = 'allow' OR $9 OR NOT j.enabled)
       AND (j.concurrency_key IS NULL AND NOT j.task = ANY($12::text[]) AND NOT (e.tenant = ANY($13::text[]) OR $14)
            OR $11 OR NOT j.enabled)
@@ -118,7 +122,7 @@ WITH locked AS (
 )
 UPDATE executions e SET lease_until = clock_timestamp() + make_interval(secs => $3)
 FROM locked l
-WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
+WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for AND e.scheduled_for >= $4 AND e.scheduled_for < $5
 RETURNING e.id, e.cancel_requested_at IS NOT NULL AS cancel_requested;
 
 -- name: execution_finish_many
@@ -170,7 +174,7 @@ WITH input AS (
                       ELSE e.reason END,
         detail = CASE WHEN l.outcome = 'succeeded' THEN l.detail END
     FROM locked l
-    WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for
+    WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for AND e.scheduled_for >= $8 AND e.scheduled_for < $9
     RETURNING e.id, e.fence, e.attempt, e.worker, e.started_at, e.status, e.due_at, e.tenant, e.priority,
               e.scheduled_for, l.outcome, l.error, l.detail
 ), recorded AS (
