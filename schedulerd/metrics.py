@@ -33,7 +33,11 @@ IN_FLIGHT = Gauge("schedulerd_in_flight", "Executions this process is running no
 
 QUEUE_DEPTH = Gauge("schedulerd_queue_depth", "Members of the Redis delay queue")
 OLDEST_DUE_AGE = Gauge("schedulerd_oldest_due_age_seconds", "Now minus the earliest due time in the delay queue (negative: nothing due)")
-PENDING_IN_HORIZON = Gauge("schedulerd_pending_in_horizon", "Executions pending or queued and due within the dispatch horizon")
+PENDING_IN_HORIZON_CAP = 10_000  # counted up to this: the count reads a row per execution (stats.sql)
+PENDING_IN_HORIZON = Gauge(
+    "schedulerd_pending_in_horizon",
+    f"Executions pending or queued and due within the dispatch horizon (counted up to {PENDING_IN_HORIZON_CAP:,})",
+)
 HORIZON = Gauge("schedulerd_materialiser_horizon_seconds", "Least-advanced cron cursor minus now (alert well before 0)")
 ROUND_TRIP = Gauge("schedulerd_round_trip_seconds", "Last measured round trip, by server (postgres, redis)", ["server"])
 CLOCK_SKEW = Gauge("schedulerd_clock_skew_seconds", "This host's clock minus the server's, by server (postgres, redis)", ["server"])

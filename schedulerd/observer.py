@@ -62,7 +62,8 @@ class Observer:
         received = time.time()
         metrics.ROUND_TRIP.labels("postgres").set(received - sent)
         metrics.CLOCK_SKEW.labels("postgres").set((sent + received) / 2 - server_now.timestamp())
-        metrics.PENDING_IN_HORIZON.set(await self.store.execution_due_soon(self.config.dispatcher.horizon_s))
+        due_soon = await self.store.execution_due_soon(self.config.dispatcher.horizon_s, metrics.PENDING_IN_HORIZON_CAP)
+        metrics.PENDING_IN_HORIZON.set(due_soon)
         horizon, now = await self.store.job_horizon()
         if horizon is not None:
             metrics.HORIZON.set((horizon - now).total_seconds())

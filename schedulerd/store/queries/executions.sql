@@ -128,20 +128,27 @@ LIMIT $4;
 
 -- name: execution_dispatch_due
 -- Move pending executions due within the horizon ($1, seconds) to queued, at most $2 of them,
--- and return them for ZADD. SKIP LOCKED lets several dispatchers share the work.
+-- and return them for ZADD. SKIP LOCKED lets several dispatchers share the work. The horizon is
+-- counted from now() (the transaction's start, a moment ago), not clock_timestamp(): a stable
+-- bound is an index condition, so the walk ends at the horizon. Against the volatile one every
+-- pass read every pending row past it (a cron fleet materialised hours ahead: all of them, each
+-- second). Run by Store._fetch_walking_index, as execution_queued_overdue and _page are. The
+-- rows locked are pending until the commit, so the UPDATE does not filter on the lane again:
+-- that filter let the planner read the whole pending lane to join it to the batch.
 UPDATE executions e SET status = 'queued', enqueued_at = clock_timestamp()
 FROM (SELECT id, scheduled_for FROM executions
-      WHERE lane = 'pending' AND status = 'pending' AND due_at <= clock_timestamp() + make_interval(secs => $1)
+      WHERE lane = 'pending' AND status = 'pending' AND due_at <= now() + make_interval(secs => $1)
       ORDER BY due_at LIMIT $2 FOR UPDATE SKIP LOCKED) d
-WHERE e.id = d.id AND e.scheduled_for = d.scheduled_for AND e.lane = 'pending' AND e.status = 'pending'
+WHERE e.id = d.id AND e.scheduled_for = d.scheduled_for
 RETURNING e.id, e.due_at, e.tenant, e.priority;
 
 -- name: execution_queued_overdue
 -- Queued executions overdue by more than $1 seconds, in (due_at, id) order after the key
 -- ($3, $4), at most $2: candidates for a lost Redis entry (the sweeper checks which are missing
 -- from the delay queue), paged by keyset so a backlog larger than a page is walked past.
+-- now(), not clock_timestamp(): an index condition (see execution_dispatch_due).
 SELECT id, due_at, tenant, priority FROM executions
-WHERE lane = 'active' AND status = 'queued' AND due_at < clock_timestamp() - make_interval(secs => $1)
+WHERE lane = 'active' AND status = 'queued' AND due_at < now() - make_interval(secs => $1)
   AND due_at >= $3 AND (due_at, id) > ($3, $4)
 ORDER BY due_at, id LIMIT $2;
 

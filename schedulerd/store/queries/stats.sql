@@ -82,9 +82,15 @@ SELECT least((SELECT min(due_at) FROM executions WHERE lane = 'active' AND statu
        clock_timestamp() AS now;
 
 -- name: execution_due_soon
--- Executions not yet started that fall due within $1 seconds (pending or queued; retries included).
-SELECT (SELECT count(*) FROM executions WHERE lane = 'pending' AND status = 'pending' AND due_at <= clock_timestamp() + make_interval(secs => $1))
-     + (SELECT count(*) FROM executions WHERE lane = 'active' AND status = 'queued' AND due_at <= clock_timestamp() + make_interval(secs => $1));
+-- Executions not yet started that fall due within $1 seconds (pending or queued; retries
+-- included), counted up to $2: each counted row is a heap visit (status is not in the lane
+-- indexes), and an observer measures every few seconds on every replica, so the count stops
+-- where the gauge stops telling anything new (10,000 a pass cost ~8 ms; 200,000, 180 ms).
+-- now(), not clock_timestamp(): an index condition, so rows past the window are never read.
+SELECT least($2, (SELECT count(*) FROM (SELECT FROM executions WHERE lane = 'pending' AND status = 'pending'
+                                        AND due_at <= now() + make_interval(secs => $1) LIMIT $2) p)
+               + (SELECT count(*) FROM (SELECT FROM executions WHERE lane = 'active' AND status = 'queued'
+                                        AND due_at <= now() + make_interval(secs => $1) LIMIT $2) q));
 
 -- name: execution_recent_lag
 -- Start-lag percentiles (seconds) of first attempts started in the last $1 seconds, and failures
