@@ -1,5 +1,6 @@
 """The loops' walks of a lane index (the dispatcher's pending rows, the sweeper's overdue and
-reconcile pages, the observer's count of what falls due soon) read the rows inside their bound
+reconcile pages, the observer's count of what falls due soon, the misfire policy's overdue
+occurrences) read the rows inside their bound
 and no more, in the index's order, on a partition that has no statistics yet: a fresh day's
 partition, or one a spike filled seconds ago, is the common case, not the corner."""
 
@@ -85,3 +86,16 @@ async def test_due_soon_counts_up_to_its_cap_and_not_past_its_window(store: Stor
     assert capped == 50
     assert read < 150, f"{read} rows read to count 50"
     assert await store.execution_due_soon(60.0, 10_000) == before + 60
+
+
+async def test_the_misfire_scan_reads_no_occurrence_materialised_ahead(store: Store, make_job: MakeJob) -> None:
+    job, _ = await make_job()
+    await store.db.execute(INSERT, job.id, "pending", 2000, 3600.0)
+    await store.db.execute(INSERT, job.id, "queued", 2000, 10.0)
+    await store.db.execute(INSERT, job.id, "pending", 5, -120.0)
+
+    async with store.transaction() as tx:
+        await tx.execution_missed(60.0, 100)
+        read = await tx.db.fetchval(ROWS_READ)
+
+    assert read < 50, f"{read} rows read to find 5 overdue"  # the volatile bound read all 4,005

@@ -9,11 +9,13 @@
 -- scheduled time (schedulerd_late_reason's rule, $4: the replica silence that counts as down).
 -- The overdue rows are found first, through the pending and active lanes' due indexes (a CTE of
 -- their own), then each job is probed: status is in no index, and ordered by job the planner
--- could walk executions_slot, every execution of every job, at every pass.
+-- could walk executions_slot, every execution of every job, at every pass. now(), not
+-- clock_timestamp(): a stable bound is an index condition, so the occurrences materialised
+-- ahead are never read (against the volatile one, each pass read all of them).
 WITH overdue AS MATERIALIZED (
     SELECT e.id, e.job_id, e.scheduled_for FROM executions e
     WHERE (e.lane = 'pending' OR e.lane = 'active') AND e.status IN ('pending', 'queued') AND e.attempt = 0
-      AND e.reason IS NULL AND e.origin = 'scheduled' AND e.due_at < clock_timestamp() - make_interval(secs => $1)
+      AND e.reason IS NULL AND e.origin = 'scheduled' AND e.due_at < now() - make_interval(secs => $1)
       AND ($3::uuid[] IS NULL OR e.job_id = ANY($3))
 )
 SELECT o.id, o.job_id, o.scheduled_for, j.misfire_policy, j.catch_up_limit,
