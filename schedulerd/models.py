@@ -97,6 +97,14 @@ class Job(_Row):
     pause_after_failures: int | None = None  # paused after this many consecutive failed runs; None: never
 
 
+@dataclass(frozen=True)
+class LeaseWindow:
+    """One window of the sweeper's walk of the active lane (Store.execution_lease_window)."""
+
+    lapsed: list[tuple[UUID, datetime]]  # (id, scheduled_for) running under an expired lease, read unlocked
+    resume_after: tuple[datetime, UUID] | None  # (due_at, id) the next window starts after; None: the lane's start
+
+
 @dataclass(frozen=True, slots=True)
 class JobFilter:
     """Which jobs a list shows (jobs.job_filter builds it from a request); None: any."""

@@ -25,6 +25,11 @@ from schedulerd.store import Store
 log = structlog.get_logger("schedulerd.sweeper")
 
 _BEFORE_ALL = (datetime(1970, 1, 1, tzinfo=UTC), UUID(int=0))
+# The walk for lapsed leases reads at most this many batches of the active lane a sweep. Running
+# executions hide among queued ones (no index of their own), and a backlog is all due: a sweep
+# reads what the lane holds up to this bound (a running fleet's in-flight rows at once), and a
+# backlog larger than it in turns, one window a sweep, instead of all of it at every sweep.
+LEASE_WINDOW_BATCHES = 20
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,7 @@ class Sweeper:
         self.down_after_s = down_after_s  # a replica silent this long is not alive ([late].down_after_s)
         self._epoch: str | None = None
         self._overdue_after = _BEFORE_ALL  # where the overdue repair's walk resumes: (due_at, id)
+        self._lease_after = _BEFORE_ALL  # where the walk for lapsed leases resumes: (due_at, id)
         self._reconcile_requested = asyncio.Event()
 
     def request_reconcile(self) -> None:
@@ -63,10 +69,13 @@ class Sweeper:
         # is unreachable (workers then claim them straight from Postgres).
         reclaimed = failed = 0
         requeue: list[Enqueue] = []
+        window = await self.store.execution_lease_window(self._lease_after, self.config.batch_size * LEASE_WINDOW_BATCHES)
+        self._lease_after = window.resume_after or _BEFORE_ALL
         while True:
             handed_back = await self.store.execution_reclaim_expired(
-                self.config.batch_size, live_holder_grace_s=self.config.live_holder_grace_s, down_after_s=self.down_after_s
-            )
+                self.config.batch_size, window.lapsed, live_holder_grace_s=self.config.live_holder_grace_s,
+                down_after_s=self.down_after_s,
+            )  # fmt: skip
             for row in handed_back:
                 log.warning(
                     "sweeper.lease_expired", execution_id=str(row["id"]), job_id=str(row["job_id"]),

@@ -21,7 +21,7 @@ from schedulerd.errors import ConflictError
 from schedulerd.models import (
     ApiToken, Attempt, CancelPlan, Claim, Enqueue, Execution, FailedExecution, Forecast, IdempotencyRecord, Job, JobAction,
     JobFilter, LastExecution,
-    LateExecution, MinuteStats, Outcome, PARK_REASONS, Redrive, Sealed, SecretEntry, SigningKeyEntry, TenantQuota, TenantStats,
+    LateExecution, LeaseWindow, MinuteStats, Outcome, PARK_REASONS, Redrive, Sealed, SecretEntry, SigningKeyEntry, TenantQuota, TenantStats,
     TzMovedJob, TzRecompute,
 )  # fmt: skip
 from schedulerd.store.sql import QUERIES
@@ -575,12 +575,27 @@ class Store:
         )  # fmt: skip
         return [Enqueue(r["id"], r["due_at"], r["tenant"], r["priority"]) for r in rows], [r["newly_late"] for r in rows if r["newly_late"]]
 
+    async def execution_lease_window(self, after: tuple[datetime, UUID], limit: int) -> LeaseWindow:
+        """Up to `limit` rows of the active lane due by now, after `after` in (due_at, id) order:
+        those running under an expired lease, and where the next window starts."""
+        rows = await self._fetch_walking_index(QUERIES["execution_lease_window"], after[0], after[1], limit)
+        last = next((r for r in rows if r["from_end"] == 1), None)
+        return LeaseWindow(
+            [(r["id"], r["scheduled_for"]) for r in rows if r["lapsed"]],
+            (last["due_at"], last["id"]) if last is not None and last["walked"] == limit else None,
+        )
+
     async def execution_reclaim_expired(
-        self, limit: int, *, live_holder_grace_s: float = 0.0, down_after_s: float = 15.0
-    ) -> list[dict[str, Any]]:
-        """The executions handed back: id, job_id, tenant, attempt, fence, worker, status, due_at.
-        A replica seen within down_after_s keeps its expired leases live_holder_grace_s longer."""
-        rows = await self.db.fetch(QUERIES["execution_reclaim_expired"], limit, live_holder_grace_s, down_after_s)
+        self, limit: int, lapsed: Sequence[tuple[UUID, datetime]], *, live_holder_grace_s: float = 0.0,
+        down_after_s: float = 15.0,
+    ) -> list[dict[str, Any]]:  # fmt: skip
+        """Reclaim expired leases among `lapsed` (execution_lease_window's) and the limited lane;
+        the executions handed back: id, job_id, tenant, attempt, fence, worker, status, due_at. A
+        replica seen within down_after_s keeps its expired leases live_holder_grace_s longer."""
+        ids, scheduled_for = [i for i, _ in lapsed], [s for _, s in lapsed]
+        rows = await self.db.fetch(
+            QUERIES["execution_reclaim_expired"], limit, live_holder_grace_s, down_after_s, ids, scheduled_for
+        )  # fmt: skip
         return [dict(r) for r in rows]
 
     # --- overlap policies: call the job_lock_* ones inside a transaction (schedulerd/overlap_claims.py) --

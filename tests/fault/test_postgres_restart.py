@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import UTC, datetime
+from uuid import UUID
 
 import pytest
 
@@ -75,7 +77,8 @@ async def test_a_stale_outcome_in_the_same_batch_does_not_poison_the_finish_loop
         (first,), _ = await store.execution_claim_due(10, 30, "replica-x")
         worker._record(first, AttemptOutcome.SUCCEEDED, None)  # not written: Postgres was away
         await store.db.execute("UPDATE executions SET lease_until = clock_timestamp() - interval '1 s' WHERE id = $1", execution_id)
-        assert len(await store.execution_reclaim_expired(10)) == 1
+        window = await store.execution_lease_window((datetime(1970, 1, 1, tzinfo=UTC), UUID(int=0)), 100)
+        assert len(await store.execution_reclaim_expired(10, window.lapsed)) == 1
         await store.db.execute("UPDATE executions SET due_at = clock_timestamp() WHERE id = $1", execution_id)
         (second,), _ = await store.execution_claim_due(10, 30, "replica-x")
         worker._record(second, AttemptOutcome.SUCCEEDED, None)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 from typing import Any
+from uuid import UUID
 
 import pytest
 
@@ -134,7 +136,10 @@ async def test_the_reclaim_finds_lapsed_leases_before_it_reads_their_jobs(store:
     # The reclaim must not walk each job's whole history to find the ten.
     await _histories(store)
 
-    plan = await _explain(store, mode, "execution_reclaim_expired", 1000, 15.0, 15.0)
+    lapsed = (await store.execution_lease_window((datetime(1970, 1, 1, tzinfo=UTC), UUID(int=0)), 20_000)).lapsed
+    assert len(lapsed) == 10  # the walk of the lane found them, unlocked
+
+    plan = await _explain(store, mode, "execution_reclaim_expired", 1000, 15.0, 15.0, *map(list, zip(*lapsed)))
 
     by_job = [s for s in _scans(plan, "executions") if "job_id" in s.get("Index Name", "")]
     assert by_job == [], "the reclaim walked jobs' histories"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from uuid import UUID
 
 from schedulerd.dispatcher import Dispatcher
 from schedulerd.jobs import Jobs, JobSpec
@@ -191,3 +192,46 @@ async def test_overdue_repair_walks_past_a_backlog_larger_than_a_page(store, que
     # the last with the lost ones), and the walk reaches the end of the backlog.
     assert repaired == [0] * 11 + [3], repaired
     assert await queue.missing([str(i) for i in lost], ["fault"] * 3) == []
+
+
+async def test_lapsed_leases_behind_a_backlog_larger_than_a_window_come_back_within_a_few_sweeps(store, queue, config) -> None:
+    """Running executions hide among the active lane's queued ones: a sweep reads a window of it
+    and the next sweep the one after, so each sweep's work is bounded and a lapsed lease behind a
+    backlog of any size still comes back, within backlog / window sweeps."""
+    from schedulerd.sweeper import LEASE_WINDOW_BATCHES, Sweeper
+    from tests.fault.conftest import insert_workload
+
+    batch = 10
+    window = batch * LEASE_WINDOW_BATCHES
+    ids, _ = await insert_workload(store, 2 * window + 50, start_in_s=-60.0, spread_s=30.0)  # due in id order
+    await store.db.execute("UPDATE executions SET status = 'queued', enqueued_at = clock_timestamp() WHERE id = ANY($1)", ids)
+    lapsed = ids[-2:]  # due last: behind two windows of queued rows
+    await store.db.execute(
+        "UPDATE executions SET status = 'running', attempt = 1, fence = 1, worker = 'gone', started_at = now(),"
+        " lease_until = now() - interval '1 hour' WHERE id = ANY($1)", lapsed,
+    )  # fmt: skip
+    sweeper = Sweeper(store, queue, replace(config.sweeper, batch_size=batch, live_holder_grace_s=0.0))
+
+    reclaimed = [(await sweeper.run_once()).reclaimed for _ in range(4)]
+
+    assert reclaimed == [0, 0, 2, 0], reclaimed  # windows 1 and 2 hold none; the third does; then round again
+    assert {(await store.execution_get(i)).status for i in lapsed} == {ExecutionStatus.QUEUED}
+
+
+async def test_a_lease_window_reports_where_the_next_one_starts(store) -> None:
+    from tests.fault.conftest import insert_workload
+
+    ids, _ = await insert_workload(store, 25, start_in_s=-60.0, spread_s=10.0)
+    await store.db.execute("UPDATE executions SET status = 'queued' WHERE id = ANY($1)", ids)
+    await store.db.execute(
+        "UPDATE executions SET status = 'running', lease_until = now() - interval '1 s' WHERE id = ANY($1)", ids[3:5]
+    )  # fmt: skip
+    start = (datetime(1970, 1, 1, tzinfo=UTC), UUID(int=0))
+
+    first = await store.execution_lease_window(start, 10)
+    second = await store.execution_lease_window(first.resume_after, 10)
+    third = await store.execution_lease_window(second.resume_after, 10)
+
+    assert sorted(i for i, _ in first.lapsed) == sorted(ids[3:5]) and second.lapsed == third.lapsed == []
+    assert first.resume_after is not None and second.resume_after is not None
+    assert third.resume_after is None  # the lane's end: the next window starts from the beginning again

@@ -219,6 +219,26 @@ WITH locked AS (
 )
 SELECT id, due_at, tenant, priority FROM back WHERE status = 'queued';
 
+-- name: execution_lease_window
+-- The sweeper's walk of the active lane, a window at a time: up to $3 rows due by now, in
+-- (due_at, id) order after ($1, $2), by executions_active_due (Store._fetch_walking_index).
+-- Returns those running under a lease already expired (lapsed: candidates for
+-- execution_reclaim_expired, read without a lock; it locks and judges each again), and the
+-- window's last row (from_end = 1) with how many rows it walked, where the next walk resumes.
+-- Running executions have no index of their own (the claim would not be HOT): they hide among
+-- the queued ones, and a spike's backlog is all due. Walked whole at every pass, 200,000 queued
+-- rows cost 135 ms a pass; a window bounds the pass and the walk goes round in passes.
+WITH walked AS MATERIALIZED (
+    SELECT id, scheduled_for, due_at, status = 'running' AND lease_until < clock_timestamp() AS lapsed
+    FROM executions
+    WHERE lane = 'active' AND due_at <= now() AND (due_at, id) > ($1, $2)
+    ORDER BY due_at, id LIMIT $3
+)
+SELECT id, scheduled_for, due_at, lapsed, from_end, walked FROM (
+    SELECT w.*, row_number() OVER (ORDER BY due_at DESC, id DESC) AS from_end, count(*) OVER () AS walked FROM walked w
+) w
+WHERE lapsed OR from_end = 1;
+
 -- name: execution_reclaim_expired
 -- Hand back executions whose lease expired (their worker died or froze): queued again after the
 -- job's retry delay (full jitter, as after a failure), or failed when attempts are spent. The
@@ -233,20 +253,27 @@ SELECT id, due_at, tenant, priority FROM back WHERE status = 'queued';
 -- the outcome it holds would otherwise be thrown away and its handler run again.
 -- One of a job paused or deleted meanwhile whose attempts are not spent is cancelled (reason
 -- paused | deleted), not queued: nothing comes after the attempt that was lost.
--- Running executions have no index of their own (the claim would not be HOT): they are found
--- among the active ones already due (a claim takes only due executions, and a lease expires long
--- after its claim), and among the limited ones. Found before their jobs are read (a CTE of its
--- own, then one jobs probe per row): joined in one query, the planner could walk the jobs and
+-- Looks at the active lane's candidates ($4 ids, $5 their scheduled_for: what
+-- execution_lease_window found) and at the whole limited lane (small: executions_limited), each
+-- row by one probe in id order, at most $1 of them. Found before their jobs are read (a CTE of
+-- its own, then one jobs probe per row): joined in one query, the planner could walk the jobs and
 -- every execution of each (a cron job's whole history) at every pass.
-WITH lapsed AS MATERIALIZED (
+WITH candidates AS (
+    SELECT c.id, c.scheduled_for FROM unnest($4::uuid[], $5::timestamptz[]) AS c(id, scheduled_for)
+    UNION
+    SELECT e.id, e.scheduled_for FROM executions e WHERE e.lane = 'limited' AND e.status = 'running'
+), lapsed AS MATERIALIZED (
     SELECT e.id, e.scheduled_for, e.fence, e.job_id, e.cancelled_by, e.cancel_requested_at
-    FROM executions e
-    WHERE (e.lane = 'active' AND e.due_at <= now() OR e.lane = 'limited') AND e.status = 'running'
-      AND e.lease_until < clock_timestamp()
-      AND (e.lease_until < clock_timestamp() - make_interval(secs => $2)
-           OR NOT EXISTS (SELECT 1 FROM replicas r WHERE r.worker_id = e.worker
-                          AND r.last_seen_at > clock_timestamp() - make_interval(secs => $3)))
-    ORDER BY e.lease_until LIMIT $1 FOR UPDATE SKIP LOCKED
+    FROM (SELECT * FROM candidates ORDER BY id) c
+    CROSS JOIN LATERAL (
+        SELECT e.id, e.scheduled_for, e.fence, e.job_id, e.cancelled_by, e.cancel_requested_at FROM executions e
+        WHERE e.id = c.id AND e.scheduled_for = c.scheduled_for AND e.status = 'running'
+          AND e.lease_until < clock_timestamp()
+          AND (e.lease_until < clock_timestamp() - make_interval(secs => $2)
+               OR NOT EXISTS (SELECT 1 FROM replicas r WHERE r.worker_id = e.worker
+                              AND r.last_seen_at > clock_timestamp() - make_interval(secs => $3)))
+        LIMIT 1 FOR UPDATE SKIP LOCKED) e
+    LIMIT $1
 ), expired AS (
     SELECT x.id, x.scheduled_for, x.fence, j.max_attempts, j.backoff_base_s, j.backoff_factor, j.backoff_max_s,
            CASE WHEN x.cancelled_by IS NOT NULL THEN 'cancelled'
