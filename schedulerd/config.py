@@ -31,6 +31,7 @@ class DatabaseConfig:
     pool_max: int = 10
     read_url: str = ""  # read replica for the API's and dashboard's read-only queries; empty: the primary (url)
     commit_retry_s: float = 30.0  # a create whose connection broke (a failover) is retried this long, its outcome checked first
+    statement_timeout_s: float = 30.0  # a statement unanswered this long is abandoned and its connection closed (a half-open one would hang its caller)
 
 
 @dataclass(frozen=True)
@@ -288,6 +289,10 @@ class Config:
             )
         if not 0 <= self.database.commit_retry_s <= 3600:
             raise ConfigError(f"database.commit_retry_s must be between 0 and 3600, got {self.database.commit_retry_s}")
+        if not 1 <= self.database.statement_timeout_s <= 3600:
+            raise ConfigError(
+                f"database.statement_timeout_s must be between 1 and 3600, got {self.database.statement_timeout_s}"
+            )
         if not 1 <= self.redis.shards <= 1024:
             raise ConfigError(f"redis.shards must be between 1 and 1024, got {self.redis.shards}")
         for key in ("linger_s", "linger_busy_s"):

@@ -62,7 +62,8 @@ async def connect(
     database lacks a migration this code ships, rather than fail later on a missing relation."""
     servers = servers or resolve(config)
     store = await Store.connect(
-        servers.database_url, min_size=pool_min, max_size=pool_max or config.database.pool_max, read_url=read_url
+        servers.database_url, min_size=pool_min, max_size=pool_max or config.database.pool_max, read_url=read_url,
+        statement_timeout_s=config.database.statement_timeout_s,
     )
     if check_schema:
         try:

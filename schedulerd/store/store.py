@@ -125,8 +125,10 @@ async def migrations_pending(database_url: str) -> list[str]:
 
 
 # TCP keepalive on both ends of every pooled connection, so a peer that vanished without a reset
-# (a dead host, a dropped NAT entry) is noticed in about a minute even on an idle connection;
-# statements of the hot path have their own timeouts (Store._fetch_bounded).
+# (a dead host, a dropped NAT entry) is noticed in about a minute even on an idle connection.
+# Keepalive cannot see a half-open connection behind a proxy that still answers for it (pgbouncer,
+# HAProxy, a NAT gateway): there every statement is bounded by the pool's statement_timeout_s, and
+# the hot path's by its own shorter timeouts (Store._fetch_bounded).
 KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT = 30, 10, 3
 # jit off: every statement here is short and runs again and again, and JIT compiles anew at each
 # execution whose estimated cost passes jit_above_cost; a background scan estimated over a large
@@ -196,19 +198,24 @@ class Store:
         self.reads: Store = reads or self
 
     @classmethod
-    async def connect(cls, database_url: str, *, min_size: int = 2, max_size: int = 10, read_url: str = "") -> Store:
+    async def connect(
+        cls, database_url: str, *, min_size: int = 2, max_size: int = 10, read_url: str = "",
+        statement_timeout_s: float = 30.0,
+    ) -> Store:  # fmt: skip
         """A pool on the primary; with read_url (a read replica, [database].read_url) a second
-        pool of the same size there, for `reads`."""
+        pool of the same size there, for `reads`. A statement unanswered for statement_timeout_s
+        raises TimeoutError and its connection is closed (_PooledConnection), so no caller, the
+        background loops included, waits forever on a connection that went half-open."""
         pool = await asyncpg.create_pool(
             database_url, min_size=min_size, max_size=max_size, init=_init_connection, reset=_keep_session,
-            server_settings=SERVER_SETTINGS, connection_class=_PooledConnection,
+            server_settings=SERVER_SETTINGS, connection_class=_PooledConnection, command_timeout=statement_timeout_s,
         )
         if not read_url or read_url == database_url:
             return cls(pool)
         try:
             replica = await asyncpg.create_pool(
                 read_url, min_size=1, max_size=max_size, init=_init_connection, reset=_keep_session,
-                server_settings=SERVER_SETTINGS, connection_class=_PooledConnection,
+                server_settings=SERVER_SETTINGS, connection_class=_PooledConnection, command_timeout=statement_timeout_s,
             )
         except BaseException:
             await pool.close()

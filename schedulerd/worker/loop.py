@@ -46,6 +46,7 @@ log = structlog.get_logger("schedulerd.worker")
 
 FINISH_BATCH_MAX = 1000  # outcomes written by one statement
 CLAIM_TRIES = 4  # a claim that fails on the way is tried this often (adopting its own lost claims) before giving up
+UNSURE_CLAIM_LEASES = 4  # ids of a claim that gave up are adopted when popped again within this many leases
 
 
 @dataclass
@@ -106,6 +107,11 @@ class Worker:
         # Claims committed but neither started nor handed back yet: held (the heartbeat extends
         # their leases, the pop does not take them again) until admission settles each one.
         self._taken: dict[UUID, Claim] = {}
+        # Ids whose claim gave up after failing on the way, so it may have committed with its reply
+        # lost, by when to stop expecting them (monotonic): handed back to the queue, they come
+        # back in a later pop, whose claim must adopt them or they would wait, running under this
+        # worker's id, until the sweeper charges an attempt that never started.
+        self._unsure: dict[UUID, float] = {}
         self._outcome_ready = asyncio.Event()
         self._closing = False  # set after the drain: the finish loop writes what is left and returns
         self.redis_down_since: float | None = None  # monotonic time Redis stopped answering, if it has
@@ -169,7 +175,7 @@ class Worker:
         if not popped:
             return 0
         try:
-            claims = self._take(await self._claim(popped, pop.at))
+            claims = self._take(await self._claim(popped, pop.at, adopt=self._expecting(popped)))
         except BaseException:
             # The ids left Redis but nobody owns them: put them back rather than wait for the sweeper.
             await self._give_back(pop, popped)
@@ -204,26 +210,43 @@ class Worker:
         faults.hit("after_claim")  # fault suite only: claimed rows whose handlers never start
         return await self._admit(claims)
 
-    async def _claim(self, execution_ids: list[str], due_by: datetime) -> list[Claim]:
+    async def _claim(self, execution_ids: list[str], due_by: datetime, *, adopt: bool = False) -> list[Claim]:
         """The batched claim, judging due-ness at due_by: the instant of the pop that returned
         these ids (Redis TIME), so a Redis clock a few ms ahead of Postgres's never makes a popped
         id look early. When it fails on the way (connection broken or timed out), it may
         have committed with its reply lost: claim again within a fraction of a second on a fresh
         connection, adopting rows already running under this worker's id (attempt and fence as the
         lost claim set them), so they run now instead of waiting for the sweeper to charge an
-        attempt that never started."""
+        attempt that never started. adopt: from the first try (some ids came back after such a
+        claim gave up)."""
         for tries in itertools.count(1):
             try:
-                return await self.store.execution_claim_many(
+                claims = await self.store.execution_claim_many(
                     execution_ids, self.config.lease_s, self.worker_id, timeout_s=self.write_timeout_s,
-                    adopt=tries > 1, due_by=due_by, caps=self.caps, **self._claim_terms,
+                    adopt=adopt or tries > 1, due_by=due_by, caps=self.caps, **self._claim_terms,
                 )  # fmt: skip
+                if self._unsure:
+                    for i in execution_ids:
+                        self._unsure.pop(UUID(i), None)
+                return claims
             except RETRYABLE_ERRORS as exc:
                 if tries >= CLAIM_TRIES:
+                    expect_until = time.monotonic() + UNSURE_CLAIM_LEASES * self.config.lease_s
+                    self._unsure.update((UUID(i), expect_until) for i in execution_ids)
                     raise
                 log.warning("worker.claim.retrying", count=len(execution_ids), error=f"{type(exc).__name__}: {exc}")
                 await asyncio.sleep(self._retry_in_s(tries))
         raise AssertionError("unreachable")
+
+    def _expecting(self, execution_ids: list[str]) -> bool:
+        """Whether any of these ids may be running under this worker's id after a claim that gave
+        up (_unsure); forgets the ids whose leases have long run out (the sweeper has them)."""
+        if not self._unsure:
+            return False
+        now = time.monotonic()
+        for lapsed in [i for i, until in self._unsure.items() if until < now]:
+            del self._unsure[lapsed]
+        return any(UUID(i) in self._unsure for i in execution_ids)
 
     async def _give_back(self, pop: Pop, execution_ids: list[str]) -> None:
         """Put popped ids nobody claimed back in Redis (due at the pop's instant), best effort."""

@@ -21,8 +21,13 @@ from tests.fault.proxy import Proxy
 
 EXECUTIONS = 600
 SPREAD_S = 12.0
-# A 4 s lease, heartbeat each second: a write that hangs is abandoned after lease / 3.
-SETTINGS = {"SCHEDULERD_WORKER_LEASE_S": "4", "SCHEDULERD_WORKER_HEARTBEAT_S": "1"}
+# A 4 s lease, heartbeat each second: a write that hangs is abandoned after lease / 3, any other
+# statement (the dispatcher's, the sweeper's) after 10 s, so a loop that hung recovers inside the
+# test's wait.
+SETTINGS = {
+    "SCHEDULERD_WORKER_LEASE_S": "4", "SCHEDULERD_WORKER_HEARTBEAT_S": "1",
+    "SCHEDULERD_DATABASE_STATEMENT_TIMEOUT_S": "10",
+}  # fmt: skip
 
 
 @pytest.fixture
@@ -51,6 +56,30 @@ async def _run(fleet, store: Store, database_url: str, proxy: Proxy, fault) -> t
         faults += fault()
     counts = await wait_settled(store, timeout_s=60)
     return counts, faults, fleet.logs()
+
+
+@pytest.mark.timeout(60)
+async def test_a_statement_on_a_half_open_connection_is_abandoned(database_url, proxy) -> None:
+    """Every statement is bounded, not only the worker's: a loop's walk (a transaction of
+    several round trips) or a plain pool fetch on a frozen connection raises TimeoutError after
+    statement_timeout_s, the connection is closed, and the next call gets a fresh one."""
+    store = await Store.connect(through(database_url, proxy), min_size=1, max_size=1, statement_timeout_s=1.0)
+    try:
+        for statement in (
+            lambda: store.execution_dispatch_due(30.0, 100),
+            lambda: store.execution_queued_overdue(60.0, 100),
+            store.clock_now,
+        ):
+            await statement()  # the pool's one connection is open and answering
+            assert proxy.freeze() >= 1
+            started = time.monotonic()
+            with pytest.raises(TimeoutError):
+                await statement()
+            assert time.monotonic() - started < 5.0
+            await statement()  # on a fresh connection: the frozen one was closed, not pooled
+    finally:
+        proxy.cut()
+        await store.close()
 
 
 async def _assert_nothing_lost(store: Store, counts: dict[str, int], name: str, **figures: object) -> None:

@@ -14,6 +14,7 @@ import pytest
 from schedulerd import PermanentError, health
 from schedulerd.models import AttemptOutcome, ExecutionStatus, Outcome
 from schedulerd.sweeper import Sweeper
+from schedulerd.worker.loop import CLAIM_TRIES
 from schedulerd.tasks.registry import TaskContext, task
 from tests.integration.conftest import run_until_idle, settle
 
@@ -131,6 +132,34 @@ async def test_a_claim_whose_reply_was_lost_is_adopted_by_its_worker_only(make_j
     assert set(by_id) == {ids[0], ids[2]}  # its own lost claim and the unclaimed one, not worker-b's
     assert (by_id[ids[0]].attempt, by_id[ids[0]].fence) == (lost.attempt, lost.fence)  # no second start counted
     assert await store.execution_claim_many(ids, 10.0, "worker-c", adopt=True) == []
+
+
+async def test_a_claim_that_gave_up_is_adopted_when_its_ids_come_back(make_job, make_worker, store, monkeypatch) -> None:
+    """Every try of a claim commits and loses its reply: the worker gives up and hands the ids
+    back to the queue; the next pop brings them back, and its claim adopts them, so the attempt
+    runs (attempt 1, fence 1) instead of waiting, running under the worker's id, for the sweeper."""
+    _, execution = await make_job("test.record_context", max_attempts=1)
+    worker = make_worker()
+    claim = store.execution_claim_many
+    tries = 0
+
+    async def reply_lost(*args: Any, **kwargs: Any) -> Any:
+        nonlocal tries
+        tries += 1
+        await claim(*args, **kwargs)  # committed
+        raise TimeoutError  # but its answer never came
+
+    monkeypatch.setattr(store, "execution_claim_many", reply_lost)
+    with pytest.raises(TimeoutError):
+        await worker.run_once()
+    assert tries == CLAIM_TRIES
+    assert (await store.execution_get(execution.id)).status == ExecutionStatus.RUNNING
+    monkeypatch.setattr(store, "execution_claim_many", claim)
+
+    finished = await run_until_idle(worker, store, execution.id)
+
+    assert (finished.status, finished.attempt, finished.fence) == (ExecutionStatus.SUCCEEDED, 1, 1)
+    assert [a.outcome for a in await store.attempt_list(execution.id)] == ["succeeded"]
 
 
 async def test_duplicate_enqueue_runs_once(make_job, make_worker, queue, store) -> None:

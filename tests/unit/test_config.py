@@ -42,6 +42,7 @@ def test_environment_overrides_file(tmp_path) -> None:
         ({"SCHEDULERD_DAEMON_ROLES": "worker,janitor"}, "unknown role"),
         ({"SCHEDULERD_WORKER_LINGER_BUSY_S": "2"}, r"worker.linger_busy_s must be between 0 and 1 second, got 2"),
         ({"SCHEDULERD_WORKER_LINGER_S": "-0.1"}, r"worker.linger_s must be between 0 and 1 second, got -0.1"),
+        ({"SCHEDULERD_DATABASE_STATEMENT_TIMEOUT_S": "0"}, r"database.statement_timeout_s must be between 1 and 3600, got 0"),
     ],
 )
 def test_bad_values_name_the_setting(environ, message, tmp_path) -> None:
