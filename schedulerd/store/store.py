@@ -15,6 +15,7 @@ from uuid import UUID
 
 import asyncpg
 
+from schedulerd.config import DatabaseConfig
 from schedulerd.core.flow import NO_CAPS, Caps
 from schedulerd.core.ids import EARLIEST, scheduled_for_bounds
 from schedulerd.errors import ConflictError
@@ -200,23 +201,21 @@ class Store:
     @classmethod
     async def connect(
         cls, database_url: str, *, min_size: int = 2, max_size: int = 10, read_url: str = "",
-        statement_timeout_s: float = 30.0,
+        statement_timeout_s: float = DatabaseConfig.statement_timeout_s,
     ) -> Store:  # fmt: skip
         """A pool on the primary; with read_url (a read replica, [database].read_url) a second
         pool of the same size there, for `reads`. A statement unanswered for statement_timeout_s
         raises TimeoutError and its connection is closed (_PooledConnection), so no caller, the
         background loops included, waits forever on a connection that went half-open."""
-        pool = await asyncpg.create_pool(
-            database_url, min_size=min_size, max_size=max_size, init=_init_connection, reset=_keep_session,
-            server_settings=SERVER_SETTINGS, connection_class=_PooledConnection, command_timeout=statement_timeout_s,
-        )
+        options = {
+            "max_size": max_size, "init": _init_connection, "reset": _keep_session, "server_settings": SERVER_SETTINGS,
+            "connection_class": _PooledConnection, "command_timeout": statement_timeout_s,
+        }  # fmt: skip
+        pool = await asyncpg.create_pool(database_url, min_size=min_size, **options)
         if not read_url or read_url == database_url:
             return cls(pool)
         try:
-            replica = await asyncpg.create_pool(
-                read_url, min_size=1, max_size=max_size, init=_init_connection, reset=_keep_session,
-                server_settings=SERVER_SETTINGS, connection_class=_PooledConnection, command_timeout=statement_timeout_s,
-            )
+            replica = await asyncpg.create_pool(read_url, min_size=1, **options)
         except BaseException:
             await pool.close()
             raise

@@ -14,8 +14,8 @@ import pytest
 from schedulerd import PermanentError, health
 from schedulerd.models import AttemptOutcome, ExecutionStatus, Outcome
 from schedulerd.sweeper import Sweeper
-from schedulerd.worker.loop import CLAIM_TRIES
 from schedulerd.tasks.registry import TaskContext, task
+from schedulerd.worker.loop import CLAIM_TRIES
 from tests.integration.conftest import run_until_idle, settle
 
 seen_contexts: list[TaskContext] = []
