@@ -30,6 +30,8 @@ from schedulerd.store.sql import QUERIES
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 # How far back the all-tenant listing looks, step by step, before it reads everything.
 LIST_LOOKBACKS = (timedelta(days=1), timedelta(days=7), timedelta(days=31), None)
+# How often a replica waiting for another's tz recompute asks again for its lock.
+TZ_LOCK_POLL_S = 0.5
 # A server that became a standby (a failover demoted it) refuses writes with this.
 STANDBY_ERRORS: tuple[type[BaseException], ...] = (asyncpg.ReadOnlySQLTransactionError,)
 # The connection broke or hung: it is closed rather than used again. After a failover also: no
@@ -1073,7 +1075,9 @@ class Store:
                 await held.tz_unlock()
 
     async def tz_lock(self) -> None:
-        await self.db.execute(QUERIES["tz_lock"])
+        """Wait for the tz recompute lock, however long another replica's recompute takes."""
+        while not await self.db.fetchval(QUERIES["tz_try_lock"]):
+            await asyncio.sleep(TZ_LOCK_POLL_S)
 
     async def tz_unlock(self) -> None:
         await self.db.execute(QUERIES["tz_unlock"])

@@ -321,3 +321,20 @@ async def test_parked_and_replayed_occurrences_are_recomputed(jobs, store, queue
     assert partner is not None and len(await rows_at(store, job.id, partner)) == 1  # and its new one written
     slots = await future_slots(store, job.id)
     assert slots and all(t.astimezone(ZoneInfo(NY)).minute == 0 for t in slots)
+
+
+async def test_a_replica_waits_out_a_recompute_longer_than_the_statement_bound(database_url, queue, config) -> None:
+    """The lock is waited for by polling: a wait inside one statement would give up after
+    statement_timeout_s and start a second recompute beside the first."""
+    bounded = await Store.connect(database_url, min_size=1, max_size=2, statement_timeout_s=1.0)
+    try:
+        async with bounded.db.acquire() as other_replica:
+            await other_replica.execute("SELECT pg_advisory_lock(hashtext('schedulerd.tz_recompute'))")
+            waiting = asyncio.ensure_future(tzchange.recompute(bounded, queue, config, "replica-b", NEW))
+            await asyncio.sleep(2.5)  # past the bound
+            assert not waiting.done()
+            await other_replica.execute("SELECT pg_advisory_unlock(hashtext('schedulerd.tz_recompute'))")
+            result = await asyncio.wait_for(waiting, 10)
+        assert result.jobs_checked == 0
+    finally:
+        await bounded.close()

@@ -1,8 +1,10 @@
 -- Recomputing occurrences after a tz database change, and the record of each recompute.
 
--- name: tz_lock
--- Hold the tz recompute lock for this session (waits): one replica recomputes at a time.
-SELECT pg_advisory_lock(hashtext('schedulerd.tz_recompute'));
+-- name: tz_try_lock
+-- Take the tz recompute lock for this session if it is free (true): one replica recomputes at a
+-- time. Polled, not waited on with pg_advisory_lock: a wait is one statement, and every statement
+-- gives up after [database].statement_timeout_s, while another replica's recompute may take longer.
+SELECT pg_try_advisory_lock(hashtext('schedulerd.tz_recompute'));
 
 -- name: tz_unlock
 -- Release the tz recompute lock.
