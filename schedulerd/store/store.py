@@ -1076,8 +1076,12 @@ class Store:
 
     async def tz_lock(self) -> None:
         """Wait for the tz recompute lock, however long another replica's recompute takes."""
-        while not await self.db.fetchval(QUERIES["tz_try_lock"]):
+        while not await self.tz_try_lock():
             await asyncio.sleep(TZ_LOCK_POLL_S)
+
+    async def tz_try_lock(self) -> bool:
+        """Take the tz recompute lock for this session if it is free."""
+        return bool(await self.db.fetchval(QUERIES["tz_try_lock"]))
 
     async def tz_unlock(self) -> None:
         await self.db.execute(QUERIES["tz_unlock"])

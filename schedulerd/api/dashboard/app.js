@@ -456,23 +456,37 @@ async function notifyAction(action) {
   }
 }
 
+// Whether the page holds something the user is writing that a refresh would wipe.
+function inUse(automatic) {
+  if (automatic === true && $("notify-form")) return true; // the notifications page changes when its form acts, not under it
+  if (document.activeElement?.matches?.("#failed-filter input, #run-filter select, #job-filter input, #job-filter select")) return true;
+  return Boolean($("job-edit")?.open && location.hash.startsWith("#/jobs/")); // an edit being written or its answer
+}
+
+let renders = 0; // the newest render's number: an older one still loading never writes over it
+
 async function render(automatic) {
   if (!sessionStorage.getItem(TOKEN_KEY)) return showLogin();
   const [route, query] = (location.hash || "#/jobs").split("?");
   const [, kind, id] = route.split("/");
-  if (automatic === true && $("notify-form")) return; // the notifications page changes when its form acts, not under it
-  if (document.activeElement?.matches?.("#failed-filter input, #run-filter select, #job-filter input, #job-filter select")) return; // do not wipe a filter being used
-  if ($("job-edit")?.open && location.hash.startsWith("#/jobs/")) return; // nor an edit being written or its answer
+  if (inUse(automatic)) return;
+  const number = ++renders;
   try {
     const html = kind === "jobs" && id ? await jobView(id, query) : kind === "executions" && id ? await executionView(id)
       : kind === "overview" ? await overviewView() : kind === "failed" ? await failedView(query)
       : kind === "notifications" ? await notificationsView() : await jobsView(query);
+    // judged again after loading: another render may have drawn this page meanwhile and the user begun writing into it
+    if (number !== renders) return;
+    if ($("view").dataset.route === route && (inUse(automatic) || $("notify-form")?.dataset.edited)) return;
     $("view").innerHTML = html;
+    $("view").dataset.route = route;
     $("new-job").hidden = !(kind === "jobs" && !id);
     $("refreshed").textContent = `refreshed ${formatIn(new Date().toISOString(), "UTC")}`;
   } catch (error) {
     if (error instanceof Unauthorized) return showLogin(error.message);
+    if (number !== renders) return;
     $("view").innerHTML = `<p class="error">${esc(error.message)}</p>`;
+    $("view").dataset.route = "";
   }
 }
 
@@ -527,6 +541,11 @@ $("job-form").addEventListener("submit", async (event) => {
   } catch (error) {
     $("job-result").innerHTML = `<span class="error">${esc(error.message)}</span>`;
   }
+});
+
+$("view").addEventListener("input", (event) => {
+  const form = event.target.closest("#notify-form");
+  if (form) form.dataset.edited = "true"; // a render of this page no longer draws over it
 });
 
 $("view").addEventListener("change", (event) => {
