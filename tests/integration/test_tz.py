@@ -325,7 +325,7 @@ async def test_parked_and_replayed_occurrences_are_recomputed(jobs, store, queue
 
 async def test_a_replica_waits_out_a_recompute_longer_than_the_statement_bound(database_url, queue, config) -> None:
     """The lock is waited for by polling: a wait inside one statement would give up after
-    statement_timeout_s and start a second recompute beside the first."""
+    statement_timeout_s, and the replica would go on without recomputing."""
     bounded = await Store.connect(database_url, min_size=1, max_size=2, statement_timeout_s=1.0)
     try:
         async with bounded.db.acquire() as other_replica:
