@@ -56,3 +56,27 @@ async def test_ingest_counts_what_each_door_committed_and_queued(servers: tuple[
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["via"] == via and report["count"] == 3000 and report["jobs_per_s_median"] > 0
     assert report["batch_size"] == (1000 if via == "http-batch" else 2000)  # each door's own default
+
+
+@pytest.mark.timeout(90)
+async def test_statements_bench_costs_each_phase_on_its_own_database(servers: tuple[str, str]) -> None:
+    env = {**os.environ, "SCHEDULERD_TEST_DATABASE_URL": servers[0], "SCHEDULERD_TEST_REDIS_URL": servers[1]}
+    result = subprocess.run(
+        ["scripts/bench", "statements", "--count", "3000"], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+        timeout=80,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[0].startswith("calibration: "), lines[0]
+    report = json.loads(lines[-1])
+    phases = {p["name"]: p for p in report["phases"]}
+    assert list(phases) == ["dispatch", "claim", "finish"] and report["count"] == 3000
+    assert all(p["cpu_us"] > 0 and p["wal_bytes"] > 0 for p in phases.values()), phases
+    # The claim of a queued execution changes no indexed column (migration 0030): mostly heap-only.
+    assert phases["claim"]["hot_share"] > 0.5, phases["claim"]
+    admin = await asyncpg.connect(servers[0])
+    try:
+        left = "SELECT count(*) FROM pg_database WHERE datname LIKE 'schedulerd_bench_statements_%'"
+        assert await admin.fetchval(left) == 0
+    finally:
+        await admin.close()
