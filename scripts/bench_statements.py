@@ -30,7 +30,7 @@ from schedulerd.models import Claim, Outcome
 from schedulerd.store import Store, migrate
 
 JOBS = 100
-# Share of the day's partition's updates that were heap-only, summed over executions' partitions.
+# Updates of executions and how many were heap-only, summed over its partitions.
 UPDATES = """
 SELECT coalesce(sum(n_tup_upd), 0)::bigint AS updates, coalesce(sum(n_tup_hot_upd), 0)::bigint AS hot
 FROM pg_stat_user_tables WHERE relname LIKE 'executions%'
@@ -53,7 +53,7 @@ def _backend_cpu_s(pid: int) -> float:
 
 async def _updates(store: Store, stats: asyncpg.Connection) -> tuple[int, int]:
     await store.db.execute("SELECT pg_stat_force_next_flush()")
-    await store.db.execute("SELECT 1")  # the flush happens as the statement before ends
+    await store.db.execute("SELECT 1")  # flushed as the forcing statement's transaction ended; this one waits it out
     row = await stats.fetchrow(UPDATES)
     return row["updates"], row["hot"]
 
