@@ -22,7 +22,7 @@ from pathlib import Path
 
 import asyncpg
 
-from bench import EMBEDDED_DIR, INSERT_EXECUTIONS, INSERT_JOBS  # beside this file
+from bench import EMBEDDED_DIR, INSERT_EXECUTIONS, INSERT_JOBS, _with_database  # beside this file
 from bench_machine import calibration_line
 from schedulerd.config import DispatcherConfig, JobsConfig
 from schedulerd.embedded import scratch_servers
@@ -53,7 +53,7 @@ def _backend_cpu_s(pid: int) -> float:
 
 async def _updates(store: Store, stats: asyncpg.Connection) -> tuple[int, int]:
     await store.db.execute("SELECT pg_stat_force_next_flush()")
-    await store.db.execute("SELECT 1")  # flushed as the forcing statement's transaction ended; this one waits it out
+    await store.db.execute("SELECT 1")  # the forced flush has run before this reply, so `stats` sees it
     row = await stats.fetchrow(UPDATES)
     return row["updates"], row["hot"]
 
@@ -78,7 +78,7 @@ async def measure(admin_url: str, count: int, batch: int) -> list[PhaseCost]:
     db_name = f"schedulerd_bench_statements_{uuid.uuid4().hex[:10]}"
     admin = await asyncpg.connect(admin_url)
     await admin.execute(f'CREATE DATABASE "{db_name}"')
-    database_url = admin_url.rsplit("/", 1)[0] + "/" + db_name
+    database_url = _with_database(admin_url, db_name)
     try:
         await migrate(database_url)
         store = await Store.connect(database_url, min_size=1, max_size=1)
