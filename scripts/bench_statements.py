@@ -1,9 +1,10 @@
 """Postgres's cost per execution of each hot-path statement, alone: `scripts/bench statements
 [--count N] [--batch B]`. On a throwaway database, N executions of one instant are written pending,
 then dispatched (execution_dispatch_due, as the dispatcher does), claimed (execution_claim_many,
-B ids at a time, as a worker does) and finished as successes (execution_finish_many, B at a time),
-each phase on one pooled connection whose backend's CPU time (/proc/<pid>/schedstat: so Postgres
-must run on this host), WAL bytes and heap-only share of updates are read before and after.
+B ids at a time, as a worker does) and finished as successes (execution_finish_many, B at a time,
+which writes a batch of successes with execution_succeed_many), each phase on one pooled
+connection whose backend's CPU time (/proc/<pid>/schedstat: so Postgres must run on this host),
+WAL bytes and heap-only share of updates are read before and after.
 
 Nothing else shares the statements' backend, so a change to one statement's SQL shows in its own
 row, without the noise of a whole spike: profile here, then confirm with `scripts/bench compare`."""

@@ -1,6 +1,6 @@
 """Every statement that writes several executions locks its rows in id order, so two of them can
-never deadlock: here two replicas claim, heartbeat, park and finish the same executions at once,
-each handing its ids over in a different order, round after round."""
+never deadlock: here two replicas claim, heartbeat, park and finish (retries and successes) the
+same executions at once, each handing its ids over in a different order, round after round."""
 
 from __future__ import annotations
 
@@ -40,6 +40,11 @@ def _retry_now(claims: list[Claim]) -> list[Outcome]:
     ]  # fmt: skip
 
 
+def _succeeded(claims: list[Claim]) -> list[Outcome]:
+    """Successes only: the batch execution_succeed_many writes."""
+    return [Outcome(c.id, c.fence, c.task, ExecutionStatus.SUCCEEDED, AttemptOutcome.SUCCEEDED) for c in claims]
+
+
 async def test_replicas_writing_the_same_executions_in_any_order_never_deadlock(
     store: Store, other_replica: Store, make_job: MakeJob
 ) -> None:
@@ -60,6 +65,7 @@ async def test_replicas_writing_the_same_executions_in_any_order_never_deadlock(
                 [(c.id, c.fence) for c in backwards[:half]], [0.0] * half, "task_limit", late_grace_s=60.0
             ),
             store.execution_finish_many(_retry_now(rng.sample(claims, len(claims)))),
+            other_replica.execution_finish_many(_succeeded(rng.sample(claims, half))),
             other_replica.execution_claim_many([str(c.id) for c in backwards], 30.0, "replica-b"),
             return_exceptions=True,
         )

@@ -226,6 +226,47 @@ async def test_retries_with_jittered_backoff_then_fails(make_job, make_worker, s
     assert final.finished_at is not None and "attempt 3" in final.last_error
 
 
+async def test_a_batch_of_successes_records_what_a_mixed_batch_records(make_job, store) -> None:
+    """A batch of successes only has its own statement (execution_succeed_many): each row ends as
+    a success in a mixed batch ends, a stale fence or a row no longer running is left alone."""
+    executions = [(await make_job("noop"))[1] for _ in range(6)]
+    ids = [str(e.id) for e in executions]
+    first = await store.execution_claim_many(ids, 30.0, "worker-a")
+    # Every attempt fails once first, so each success has an earlier error to clear.
+    failed = [Outcome(c.id, c.fence, c.task, ExecutionStatus.QUEUED, AttemptOutcome.FAILED, "boom", 0.0) for c in first]
+    assert len(await store.execution_finish_many(failed)) == 6
+    claims = {c.id: c for c in await store.execution_claim_many(ids, 30.0, "worker-a")}
+    assert len(claims) == 6
+    lean_ids, mixed_ids = [e.id for e in executions[:3]], [e.id for e in executions[3:5]]
+
+    def success(claim, detail: str | None) -> Outcome:  # type: ignore[no-untyped-def]
+        return Outcome(claim.id, claim.fence, claim.task, ExecutionStatus.SUCCEEDED, AttemptOutcome.SUCCEEDED, detail=detail)
+
+    stale = Outcome(executions[5].id, 1, "noop", ExecutionStatus.SUCCEEDED, AttemptOutcome.SUCCEEDED)
+    lean = [success(claims[i], '{"n": 1}') for i in lean_ids] + [stale]
+    took = await store.execution_succeed_many(lean)
+    assert sorted(r[0] for r in took) == sorted(lean_ids) and {r[1] for r in took} == {"succeeded"}
+    assert await store.execution_succeed_many(lean) == []  # no longer running: nothing more
+
+    last = claims[executions[5].id]
+    mixed = [success(claims[i], '{"n": 1}') for i in mixed_ids] + [
+        Outcome(last.id, last.fence, last.task, ExecutionStatus.FAILED, AttemptOutcome.FAILED, "boom again")
+    ]
+    assert len(await store.execution_finish_many(mixed)) == 3
+
+    def ending(e) -> tuple:  # type: ignore[no-untyped-def]
+        return (e.status, e.last_error, e.lease_until, e.finished_at is not None, e.worker, e.attempt, e.fence)
+
+    rows = {e.id: await store.execution_get(e.id) for e in executions}
+    assert {ending(rows[i]) for i in lean_ids + mixed_ids} == {("succeeded", None, None, True, "worker-a", 2, 2)}
+    details = await store.db.fetch("SELECT detail FROM executions WHERE id = ANY($1::uuid[])", lean_ids + mixed_ids)
+    assert {r["detail"] for r in details} == {'{"n": 1}'}
+    for i in lean_ids + mixed_ids:
+        attempts = await store.attempt_list(i)
+        assert [(a.attempt, a.outcome, a.error) for a in attempts] == [(1, "failed", "boom"), (2, "succeeded", None)]
+    assert rows[executions[5].id].status == "failed"
+
+
 async def test_backoff_jitter_is_spread_across_executions(make_job, make_worker, store, config) -> None:
     executions = [(await make_job("fail", max_attempts=2))[1] for _ in range(40)]
     worker = make_worker(concurrency=64)
