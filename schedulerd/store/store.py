@@ -312,7 +312,7 @@ class Store:
     async def job_due_for_materialising(self, horizon_s: float, limit: int) -> tuple[list[Job], datetime | None]:
         """Locked jobs whose cursor is behind, and Postgres's now (None when there are none)."""
         rows = await self.db.fetch(QUERIES["job_due_for_materialising"], horizon_s, limit)
-        return [Job.from_row(r) for r in rows], (rows[0]["now"] if rows else None)
+        return Job.from_rows(rows), (rows[0]["now"] if rows else None)
 
     async def job_advance_cursor_many(self, cursors: Sequence[tuple[UUID, datetime, int, bool]], tzdata_version: str) -> None:
         """(job, new cursor, occurrences written, done) for each job."""
@@ -342,7 +342,7 @@ class Store:
         after commit)."""
         columns = list(zip(*occurrences)) if occurrences else [[], [], [], [], []]
         rows = await self.db.fetch(QUERIES["execution_insert_many"], *columns, horizon_s, origin)
-        return [Execution.from_row(r) for r in rows]
+        return Execution.from_rows(rows)
 
     async def execution_edit_lock(self, job_id: UUID, after: datetime) -> list[Any]:
         """(id, scheduled_for, status, reason, movable) of the job's scheduled occurrences after
@@ -357,7 +357,7 @@ class Store:
         queued ones after commit)."""
         columns = [list(c) for c in zip(*edits)] if edits else [[], [], [], []]
         rows = await self.db.fetch(QUERIES["execution_edit_many"], *columns, version, horizon_s, priority)
-        return [Execution.from_row(r) for r in rows]
+        return Execution.from_rows(rows)
 
     async def execution_cancel_for_job(self, job_id: UUID, reason: str) -> int:
         return len(await self.db.fetch(QUERIES["execution_cancel_for_job"], job_id, reason))
@@ -409,10 +409,10 @@ class Store:
 
     async def job_action_list(self, tenant: str, *, before: tuple[datetime, UUID] | None, limit: int) -> list[JobAction]:
         at, action_id = before if before is not None else (None, None)
-        return [JobAction.from_row(r) for r in await self.db.fetch(QUERIES["job_action_list"], tenant, at, action_id, limit)]
+        return JobAction.from_rows(await self.db.fetch(QUERIES["job_action_list"], tenant, at, action_id, limit))
 
     async def execution_revive_for_job(self, job_id: UUID, horizon_s: float) -> list[Execution]:
-        return [Execution.from_row(r) for r in await self.db.fetch(QUERIES["execution_revive_for_job"], job_id, horizon_s)]
+        return Execution.from_rows(await self.db.fetch(QUERIES["execution_revive_for_job"], job_id, horizon_s))
 
     async def execution_missed(
         self, grace_s: float, limit: int, job_ids: Sequence[UUID] | None = None, *, down_after_s: float = 15.0
@@ -451,11 +451,11 @@ class Store:
             rows = await self.db.fetch(QUERIES["execution_list"], tenant, job_id, status, limit, since)
             if len(rows) >= limit:
                 break
-        return [Execution.from_row(r) for r in rows]
+        return Execution.from_rows(rows)
 
     async def attempt_list(self, execution_id: UUID) -> list[Attempt]:
         rows = await self.db.fetch(QUERIES["attempt_list"], execution_id, *scheduled_for_bounds([execution_id]))
-        return [Attempt.from_row(r) for r in rows]
+        return Attempt.from_rows(rows)
 
     # --- executions: the loops' statements ---------------------------------------------------
 
@@ -513,7 +513,7 @@ class Store:
             late_after_s, down_after_s, adopt, guarded, due_by, limited, list(caps.tasks),
             [t for t, n in caps.tenants.items() if n > 0], caps.tenant_default > 0, timeout_s=timeout_s,
         )  # fmt: skip
-        return [Claim.from_row(r) for r in rows]
+        return Claim.from_rows(rows)
 
     async def execution_lock_due(self, limit: int) -> list[str]:
         """Lock up to `limit` due executions nobody holds, oldest first. Inside a transaction."""
@@ -759,7 +759,7 @@ class Store:
         return (row["id"], row["tenant"]) if row else None
 
     async def token_list(self, tenant: str) -> list[ApiToken]:
-        return [ApiToken.from_row(r) for r in await self.db.fetch(QUERIES["token_list"], tenant)]
+        return ApiToken.from_rows(await self.db.fetch(QUERIES["token_list"], tenant))
 
     async def token_revoke(self, token_id: UUID, tenant: str | None) -> ApiToken | None:
         """None when there is no such token (for this tenant, when one is given)."""
@@ -775,7 +775,7 @@ class Store:
         return TenantQuota.from_row(row) if row else None
 
     async def tenant_quota_list(self) -> list[TenantQuota]:
-        return [TenantQuota.from_row(r) for r in await self.db.fetch(QUERIES["tenant_quota_list"])]
+        return TenantQuota.from_rows(await self.db.fetch(QUERIES["tenant_quota_list"]))
 
     # --- secrets and signing keys (sealed: keyring.py) -----------------------------------------
 
@@ -792,10 +792,10 @@ class Store:
         return SecretEntry.from_row(await self.db.fetchrow(QUERIES["secret_put"], tenant, name, key_id, sealed))
 
     async def secret_list(self, tenant: str) -> list[SecretEntry]:
-        return [SecretEntry.from_row(r) for r in await self.db.fetch(QUERIES["secret_list"], tenant)]
+        return SecretEntry.from_rows(await self.db.fetch(QUERIES["secret_list"], tenant))
 
     async def secret_get_many(self, tenant: str, names: Sequence[str]) -> list[Sealed]:
-        return [Sealed.from_row(r) for r in await self.db.fetch(QUERIES["secret_get_many"], tenant, list(names))]
+        return Sealed.from_rows(await self.db.fetch(QUERIES["secret_get_many"], tenant, list(names)))
 
     async def secret_delete(self, tenant: str, name: str) -> SecretEntry | None:
         row = await self.db.fetchrow(QUERIES["secret_delete"], tenant, name)
@@ -820,10 +820,10 @@ class Store:
         return SigningKeyEntry.from_row(row)
 
     async def signing_key_list(self, tenant: str) -> list[SigningKeyEntry]:
-        return [SigningKeyEntry.from_row(r) for r in await self.db.fetch(QUERIES["signing_key_list"], tenant)]
+        return SigningKeyEntry.from_rows(await self.db.fetch(QUERIES["signing_key_list"], tenant))
 
     async def signing_key_live(self, tenant: str) -> list[Sealed]:
-        return [Sealed.from_row(r) for r in await self.db.fetch(QUERIES["signing_key_live"], tenant)]
+        return Sealed.from_rows(await self.db.fetch(QUERIES["signing_key_live"], tenant))
 
     async def signing_key_delete(self, tenant: str, key_id: str) -> SigningKeyEntry | None:
         row = await self.db.fetchrow(QUERIES["signing_key_delete"], tenant, key_id)
@@ -872,7 +872,7 @@ class Store:
             limit, pattern, f.task, f.kind, f.labels or None,
             list(f.states) if f.states is not None else None,
         )  # fmt: skip
-        return [Job.from_row(r) for r in rows]
+        return Job.from_rows(rows)
 
     async def job_settled_many(self, job_ids: Sequence[UUID]) -> set[UUID]:
         """The one-offs among these jobs whose run is final (none unfinished)."""
@@ -896,7 +896,7 @@ class Store:
         after = after or (highest, UUID(int=(1 << 128) - 1))
         rows = await self.db.fetch(QUERIES["execution_page"], tenant, job_id, status, since or lowest, until or highest,
                                    after[0], after[1], limit, phase == "past")  # fmt: skip
-        return [Execution.from_row(r) for r in rows]
+        return Execution.from_rows(rows)
 
     async def execution_page_upcoming(
         self, tenant: str, *, job_id: UUID | None, status: str | None, since: datetime | None,
@@ -907,7 +907,7 @@ class Store:
         after = after or (lowest, UUID(int=0))
         rows = await self.db.fetch(QUERIES["execution_page_upcoming"], tenant, job_id, status, since or lowest,
                                    until or highest, after[0], after[1], limit)  # fmt: skip
-        return [Execution.from_row(r) for r in rows]
+        return Execution.from_rows(rows)
 
     async def execution_minutes_tenant(self, tenant: str, minutes: int) -> tuple[list[MinuteStats], datetime]:
         """The tenant's last `minutes` UTC minutes, oldest first; and Postgres's now."""
@@ -1043,7 +1043,7 @@ class Store:
         return [(Enqueue(r["id"], r["due_at"], r["tenant"], r["priority"]), r["status"]) for r in rows]
 
     async def redrive_list(self, execution_id: UUID) -> list[Redrive]:
-        return [Redrive.from_row(r) for r in await self.db.fetch(QUERIES["redrive_list"], execution_id)]
+        return Redrive.from_rows(await self.db.fetch(QUERIES["redrive_list"], execution_id))
 
     # --- late occurrences and the due forecast -----------------------------------------------
 
@@ -1103,7 +1103,7 @@ class Store:
     async def job_tz_stale(self, tzdata_version: str, after: UUID, limit: int) -> tuple[list[Job], datetime | None]:
         """Locked live cron jobs recorded with another tz database, by id after `after`; and Postgres's now."""
         rows = await self.db.fetch(QUERIES["job_tz_stale"], tzdata_version, after, limit)
-        return [Job.from_row(r) for r in rows], (rows[0]["now"] if rows else None)
+        return Job.from_rows(rows), (rows[0]["now"] if rows else None)
 
     async def execution_future_lock(self, job_ids: Sequence[UUID], after: datetime) -> list[Any]:
         """(job_id, id, scheduled_for, movable) of these jobs' scheduled occurrences after `after`,
@@ -1138,7 +1138,7 @@ class Store:
 
     async def tz_moved_job_list(self, recompute_id: int, *, tenant: str | None = None, limit: int = 1000) -> list[TzMovedJob]:
         rows = await self.db.fetch(QUERIES["tz_moved_job_list"], recompute_id, tenant, limit)
-        return [TzMovedJob.from_row(r) for r in rows]
+        return TzMovedJob.from_rows(rows)
 
     async def job_tzdata_versions(self) -> dict[str | None, int]:
         """Live cron jobs per recorded tz database version."""

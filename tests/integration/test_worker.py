@@ -5,14 +5,15 @@ from __future__ import annotations
 import asyncio
 import socket
 import statistics
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 import asyncpg
 import pytest
 
 from schedulerd import PermanentError, health
-from schedulerd.models import AttemptOutcome, ExecutionStatus, Outcome
+from schedulerd.models import AttemptOutcome, Claim, ExecutionStatus, Outcome
+from schedulerd.store.sql import QUERIES
 from schedulerd.sweeper import Sweeper
 from schedulerd.tasks.registry import TaskContext, task
 from schedulerd.worker.loop import CLAIM_TRIES
@@ -224,6 +225,13 @@ async def test_retries_with_jittered_backoff_then_fails(make_job, make_worker, s
     assert [a.outcome for a in attempts] == ["failed"] * 3
     assert all("TaskFailed" in a.error for a in attempts)
     assert final.finished_at is not None and "attempt 3" in final.last_error
+
+
+async def test_the_claim_returns_a_claims_fields_in_its_order(store) -> None:
+    """So Claim.from_rows builds each claim by position, not by 23 lookups by name."""
+    async with store.db.acquire() as connection:
+        statement = await connection.prepare(QUERIES["execution_claim_many"])
+        assert tuple(a.name for a in statement.get_attributes()) == tuple(f.name for f in fields(Claim))
 
 
 async def test_a_batch_of_successes_records_what_a_mixed_batch_records(make_job, store) -> None:

@@ -78,7 +78,11 @@ WITH locked AS (
     UPDATE jobs j SET overlap_running = c.id, overlap_running_for = c.scheduled_for
     FROM claimed c WHERE $9 AND j.id = c.job_id AND c.status = 'running'
 )
-SELECT * FROM claimed WHERE status = 'running';
+-- Claim's fields, in its order (models.Claim.from_rows then builds each by position).
+SELECT id, job_id, tenant, scheduled_for, due_at, attempt, fence, started_at, task, params, timeout_s, max_attempts,
+       backoff_base_s, backoff_factor, backoff_max_s, overlap, marked_late, concurrency_key, concurrency_limit,
+       rate_key, rate_limit, rate_window_s, traceparent
+FROM claimed WHERE status = 'running';
 
 -- name: execution_lock_due
 -- The fallback while Redis is unreachable: lock up to $1 due executions straight from Postgres,
