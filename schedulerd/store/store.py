@@ -20,8 +20,8 @@ from schedulerd.core.flow import NO_CAPS, Caps
 from schedulerd.core.ids import EARLIEST, scheduled_for_bounds
 from schedulerd.errors import ConflictError
 from schedulerd.models import (
-    ApiToken, Attempt, AttemptOutcome, CancelPlan, Claim, Enqueue, Execution, ExecutionStatus, FailedExecution, Forecast, IdempotencyRecord, Job, JobAction,
-    JobFilter, LastExecution,
+    ApiToken, Attempt, AttemptOutcome, CancelPlan, Claim, Enqueue, Execution, ExecutionStatus, FailedExecution, Forecast,
+    IdempotencyRecord, Job, JobAction, JobFilter, LastExecution,
     LateExecution, LeaseWindow, MinuteStats, Outcome, PARK_REASONS, Redrive, Sealed, SecretEntry, SigningKeyEntry, TenantQuota, TenantStats,
     TzMovedJob, TzRecompute,
 )  # fmt: skip
