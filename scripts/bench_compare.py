@@ -2,7 +2,9 @@
 runs the same scenario on REV (checked out in a throwaway worktree with its own venv) and on this
 working tree, interleaved (A B, B A, A B, ...) so that drift in the machine falls on both, and
 prints each figure's median for both sides and their ratio (this tree / REV). Machines differ
-2-3x; a ratio measured back to back on one machine does not."""
+2-3x; a ratio measured back to back on one machine does not. SCENARIO is one of bench.py's, or
+`statements` (bench_statements.py: each hot-path statement's Postgres CPU alone, the quieter
+A/B for a change to one statement's SQL)."""
 
 from __future__ import annotations
 
@@ -23,13 +25,20 @@ from schedulerd.embedded import scratch_servers
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 COMPARE_DIR = REPO_ROOT / ".schedulerd-bench" / "compare"
-SCENARIOS = ("steady", "spike", "cron", "ingest")
+SCENARIOS = ("steady", "spike", "cron", "ingest", "statements")
+# What runs each scenario (bench_statements.py came in 99f7b09: older commits have only bench.py).
+STATEMENTS_SCRIPT = "bench_statements.py"
 
 
 def _cpu_per_execution_us(r: dict[str, Any]) -> float | None:
     if not r.get("executions"):
         return None
     return 1e6 * (r["cpu_workload_s"] + r["pg_cpu_s"] + r["redis_cpu_s"]) / r["executions"]
+
+
+def _phase_cpu_us(r: dict[str, Any], name: str) -> float | None:
+    """A statement's Postgres CPU per execution in a `statements` run."""
+    return next((p["cpu_us"] for p in r.get("phases", []) if p["name"] == name), None)
 
 
 # (figure, how to read it from one run's JSON line); a figure missing on either side is skipped.
@@ -46,6 +55,11 @@ FIGURES: dict[str, Callable[[dict[str, Any]], float | None]] = {
     "rss_mb_idle": lambda r: r.get("rss_mb_idle"),
     "jobs_per_s": lambda r: r.get("jobs_per_s_median"),
     "latency_p99_ms": lambda r: (r.get("runs") or [{}])[-1].get("p99_ms"),
+    "dispatch_pg_us": lambda r: _phase_cpu_us(r, "dispatch"),
+    "claim_pg_us": lambda r: _phase_cpu_us(r, "claim"),
+    "finish_pg_us": lambda r: _phase_cpu_us(r, "finish"),
+    "statements_pg_us": lambda r: sum(p["cpu_us"] for p in r["phases"]) if "phases" in r else None,
+    "statements_wal_bytes": lambda r: sum(p["wal_bytes"] for p in r["phases"]) if "phases" in r else None,
 }
 
 
@@ -57,7 +71,8 @@ class Side:
 
     def run(self, scenario_args: list[str], log: Path) -> dict[str, Any]:
         """One benchmark run on this side; its last JSON line, or SystemExit naming the log."""
-        command = [str(self.root / ".venv" / "bin" / "python"), str(self.root / "scripts" / "bench.py"), *scenario_args]
+        script, args = ("bench.py", scenario_args) if scenario_args[0] != "statements" else (STATEMENTS_SCRIPT, scenario_args[1:])
+        command = [str(self.root / ".venv" / "bin" / "python"), str(self.root / "scripts" / script), *args]
         with log.open("w") as out:
             done = subprocess.run(command, cwd=self.root, stdout=out, stderr=subprocess.STDOUT, check=False)
         lines = [line for line in log.read_text().splitlines() if line.startswith("{")]
@@ -126,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
     root = _check_out(args.rev, args.keep)
+    if scenario[0] == "statements" and not (root / "scripts" / STATEMENTS_SCRIPT).exists():
+        if not args.keep:
+            _remove(root)
+        raise SystemExit(f"bench compare: {args.rev} has no scripts/{STATEMENTS_SCRIPT} (it came in 99f7b09)")
     try:
         base, work = Side(f"{args.rev}", root), Side("this tree", REPO_ROOT)
         with scratch_servers(REPO_ROOT / ".schedulerd-bench") as servers:

@@ -27,6 +27,23 @@ def test_the_table_gives_each_sides_median_and_the_ratio_of_this_tree_to_rev() -
     assert "jobs_per_s" not in rows  # a figure the scenario does not produce is left out
 
 
+def _statements_run(dispatch: float, claim: float, finish: float) -> dict[str, object]:
+    return {"count": 1000, "batch": 256, "phases": [
+        {"name": name, "cpu_us": cpu, "wall_us": 2 * cpu, "wal_bytes": 100.0, "hot_share": None}
+        for name, cpu in (("dispatch", dispatch), ("claim", claim), ("finish", finish))
+    ]}  # fmt: skip
+
+
+def test_a_statements_compare_gives_each_statements_postgres_cpu_and_their_sum() -> None:
+    base = bench_compare.Side("abc123", Path("/nowhere"), [_statements_run(20, 24, 28), _statements_run(22, 26, 30)])
+    work = bench_compare.Side("this tree", Path("/nowhere"), [_statements_run(20, 24, 20), _statements_run(22, 26, 22)])
+    rows = {line.split()[0]: line for line in bench_compare.report(base, work)[1:]}
+    assert rows["finish_pg_us"].split()[-1] == "0.72"  # 21 / 29
+    assert rows["dispatch_pg_us"].split()[-1] == "1.00"
+    assert rows["statements_pg_us"].split()[-1] == "0.89"  # 67 / 75
+    assert "throughput_per_s" not in rows and "cpu_per_execution_us" not in rows
+
+
 def test_a_missing_scenario_or_an_unknown_rev_is_refused_before_anything_runs(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         bench_compare.main(["HEAD", "--rounds", "2"])

@@ -192,7 +192,7 @@ SELECT id, status, due_at, tenant, priority FROM finished;
 -- execution_finish_many for a batch of successes only (the common batch): the same effect on each
 -- row (succeeded, finished now, lease and last error cleared, what the handler returned in
 -- detail; no attempt row, as for any success) with three input arrays, no retry or steering
--- branches and no attempts insert: a tenth to a sixth less Postgres CPU per execution in
+-- branches and no attempts insert: 5-17 % less Postgres CPU per execution across three A/Bs of
 -- `scripts/bench statements` (docs/benchmarks.md "A success's own statement"). Per row: $1 id,
 -- $2 fence, $3 detail. [$4, $5) bounds their scheduled_for. Locks in id order (see
 -- execution_claim_many).
