@@ -26,7 +26,7 @@ from schedulerd.embedded import scratch_servers
 REPO_ROOT = Path(__file__).resolve().parent.parent
 COMPARE_DIR = REPO_ROOT / ".schedulerd-bench" / "compare"
 SCENARIOS = ("steady", "spike", "cron", "ingest", "statements")
-# What runs each scenario (bench_statements.py came in 99f7b09: older commits have only bench.py).
+# The `statements` scenario's script (it came in 99f7b09: older commits cannot run that scenario).
 STATEMENTS_SCRIPT = "bench_statements.py"
 
 
