@@ -141,11 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
     root = _check_out(args.rev, args.keep)
-    if scenario[0] == "statements" and not (root / "scripts" / STATEMENTS_SCRIPT).exists():
-        if not args.keep:
-            _remove(root)
-        raise SystemExit(f"bench compare: {args.rev} has no scripts/{STATEMENTS_SCRIPT} (it came in 99f7b09)")
     try:
+        if scenario[0] == "statements" and not (root / "scripts" / STATEMENTS_SCRIPT).exists():
+            raise SystemExit(f"bench compare: {args.rev} has no scripts/{STATEMENTS_SCRIPT} (it came in 99f7b09)")
         base, work = Side(f"{args.rev}", root), Side("this tree", REPO_ROOT)
         with scratch_servers(REPO_ROOT / ".schedulerd-bench") as servers:
             print(calibration_line(servers.admin_url), flush=True)

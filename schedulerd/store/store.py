@@ -68,6 +68,11 @@ def _minutes(rows: Sequence[Any]) -> tuple[list[MinuteStats], datetime]:
     return stats, rows[0]["now"]
 
 
+def _took_effect(rows: Sequence[Any]) -> list[tuple[UUID, str, datetime, str, int]]:
+    """A finish's rows that took effect: (id, new status, due_at, tenant, priority)."""
+    return [(r["id"], r["status"], r["due_at"], r["tenant"], r["priority"]) for r in rows]
+
+
 def _yoyo_url(database_url: str) -> str:
     """yoyo names its driver in the scheme; asyncpg URLs have none."""
     scheme, _, rest = database_url.partition("://")
@@ -567,7 +572,7 @@ class Store:
             *scheduled_for_bounds(ids),
             timeout_s=timeout_s,
         )
-        return [(r["id"], r["status"], r["due_at"], r["tenant"], r["priority"]) for r in rows]
+        return _took_effect(rows)
 
     async def execution_succeed_many(
         self, outcomes: Sequence[Outcome], *, timeout_s: float | None = None
@@ -578,7 +583,7 @@ class Store:
             QUERIES["execution_succeed_many"], ids, [o.fence for o in outcomes], [o.detail for o in outcomes],
             *scheduled_for_bounds(ids), timeout_s=timeout_s,
         )  # fmt: skip
-        return [(r["id"], r["status"], r["due_at"], r["tenant"], r["priority"]) for r in rows]
+        return _took_effect(rows)
 
     async def execution_hand_back_many(self, held: Sequence[tuple[UUID, int]]) -> list[Enqueue]:
         ids = [h[0] for h in held]
