@@ -36,9 +36,10 @@ def _cpu_per_execution_us(r: dict[str, Any]) -> float | None:
     return 1e6 * (r["cpu_workload_s"] + r["pg_cpu_s"] + r["redis_cpu_s"]) / r["executions"]
 
 
-def _phase_cpu_us(r: dict[str, Any], name: str) -> float | None:
-    """A statement's Postgres CPU per execution in a `statements` run."""
-    return next((p["cpu_us"] for p in r.get("phases", []) if p["name"] == name), None)
+def _phase_cpu_us(r: dict[str, Any], name: str, figure: str = "cpu_us") -> float | None:
+    """A statement's Postgres CPU (or, with figure client_cpu_us, the client's) per execution in a
+    `statements` run; None where the run does not report it (a REV before the client's figure)."""
+    return next((p.get(figure) for p in r.get("phases", []) if p["name"] == name), None)
 
 
 # (figure, how to read it from one run's JSON line); a figure missing on either side is skipped.
@@ -59,6 +60,9 @@ FIGURES: dict[str, Callable[[dict[str, Any]], float | None]] = {
     "claim_pg_us": lambda r: _phase_cpu_us(r, "claim"),
     "finish_pg_us": lambda r: _phase_cpu_us(r, "finish"),
     "statements_pg_us": lambda r: sum(p["cpu_us"] for p in r["phases"]) if "phases" in r else None,
+    "dispatch_client_us": lambda r: _phase_cpu_us(r, "dispatch", "client_cpu_us"),
+    "claim_client_us": lambda r: _phase_cpu_us(r, "claim", "client_cpu_us"),
+    "finish_client_us": lambda r: _phase_cpu_us(r, "finish", "client_cpu_us"),
     "statements_wal_bytes": lambda r: sum(p["wal_bytes"] for p in r["phases"]) if "phases" in r else None,
 }
 

@@ -4,7 +4,9 @@ then dispatched (execution_dispatch_due, as the dispatcher does), claimed (execu
 B ids at a time, as a worker does) and finished as successes (execution_finish_many, B at a time,
 which writes a batch of successes with execution_succeed_many), each phase on one pooled
 connection whose backend's CPU time (/proc/<pid>/schedstat: so Postgres must run on this host),
-WAL bytes and heap-only share of updates are read before and after.
+WAL bytes and heap-only share of updates are read before and after, and this process's own CPU
+time: the client's side of each statement (encoding its arguments, decoding its rows into the
+worker's models), which a replica pays.
 
 Nothing else shares the statements' backend, so a change to one statement's SQL shows in its own
 row, without the noise of a whole spike: profile here, then confirm with `scripts/bench compare`."""
@@ -42,6 +44,7 @@ FROM pg_stat_user_tables WHERE relname LIKE 'executions%'
 class PhaseCost:
     name: str
     cpu_us: float  # the backend's CPU per execution
+    client_cpu_us: float  # this process's CPU per execution: the Store call as a worker makes it
     wall_us: float  # the caller's wall time per execution (round trips included)
     wal_bytes: float  # WAL written per execution
     hot_share: float | None  # heap-only updates / updates (None: no update)
@@ -64,13 +67,14 @@ async def _phase(
 ) -> PhaseCost:
     updates_before, hot_before = await _updates(store, stats)
     wal_before = await store.db.fetchval("SELECT pg_current_wal_insert_lsn()")
-    cpu_before, started = _backend_cpu_s(pid), time.perf_counter()
+    cpu_before, client_before, started = _backend_cpu_s(pid), time.process_time(), time.perf_counter()
     await run()
-    cpu_s, wall_s = _backend_cpu_s(pid) - cpu_before, time.perf_counter() - started
+    cpu_s, client_s = _backend_cpu_s(pid) - cpu_before, time.process_time() - client_before
+    wall_s = time.perf_counter() - started
     wal = await store.db.fetchval("SELECT pg_current_wal_insert_lsn() - $1::pg_lsn", wal_before)
     updates_after, hot_after = await _updates(store, stats)
     updates = updates_after - updates_before
-    return PhaseCost(name, 1e6 * cpu_s / count, 1e6 * wall_s / count, float(wal) / count,
+    return PhaseCost(name, 1e6 * cpu_s / count, 1e6 * client_s / count, 1e6 * wall_s / count, float(wal) / count,
                      (hot_after - hot_before) / updates if updates else None)  # fmt: skip
 
 
@@ -142,9 +146,10 @@ def main(argv: list[str] | None = None) -> int:
         phases = asyncio.run(measure(servers.admin_url, args.count, args.batch))
     for p in phases:
         hot = "-" if p.hot_share is None else f"{100 * p.hot_share:.0f} %"
-        print(f"{p.name:9s} Postgres CPU {p.cpu_us:6.1f} us, wall {p.wall_us:6.1f} us, WAL {p.wal_bytes:5.0f} B "
-              f"per execution; heap-only updates {hot}")  # fmt: skip
-    print(f"in all    Postgres CPU {sum(p.cpu_us for p in phases):6.1f} us per execution")
+        print(f"{p.name:9s} Postgres CPU {p.cpu_us:6.1f} us, client CPU {p.client_cpu_us:6.1f} us, wall {p.wall_us:6.1f} us, "
+              f"WAL {p.wal_bytes:5.0f} B per execution; heap-only updates {hot}")  # fmt: skip
+    print(f"in all    Postgres CPU {sum(p.cpu_us for p in phases):6.1f} us, client CPU "
+          f"{sum(p.client_cpu_us for p in phases):6.1f} us per execution")
     print(json.dumps({"count": args.count, "batch": args.batch, "phases": [asdict(p) for p in phases]}))
     return 0
 

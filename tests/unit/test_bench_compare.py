@@ -27,9 +27,10 @@ def test_the_table_gives_each_sides_median_and_the_ratio_of_this_tree_to_rev() -
     assert "jobs_per_s" not in rows  # a figure the scenario does not produce is left out
 
 
-def _statements_run(dispatch: float, claim: float, finish: float) -> dict[str, object]:
+def _statements_run(dispatch: float, claim: float, finish: float, *, client: bool = True) -> dict[str, object]:
     return {"count": 1000, "batch": 256, "phases": [
-        {"name": name, "cpu_us": cpu, "wall_us": 2 * cpu, "wal_bytes": 100.0, "hot_share": None}
+        {"name": name, "cpu_us": cpu, "wall_us": 2 * cpu, "wal_bytes": 100.0, "hot_share": None,
+         **({"client_cpu_us": cpu / 2} if client else {})}
         for name, cpu in (("dispatch", dispatch), ("claim", claim), ("finish", finish))
     ]}  # fmt: skip
 
@@ -41,7 +42,16 @@ def test_a_statements_compare_gives_each_statements_postgres_cpu_and_their_sum()
     assert rows["finish_pg_us"].split()[-1] == "0.72"  # 21 / 29
     assert rows["dispatch_pg_us"].split()[-1] == "1.00"
     assert rows["statements_pg_us"].split()[-1] == "0.89"  # 67 / 75
+    assert rows["finish_client_us"].split()[-1] == "0.72"  # the client's side of each statement too
     assert "throughput_per_s" not in rows and "cpu_per_execution_us" not in rows
+
+
+def test_a_rev_whose_statements_run_has_no_client_figure_compares_the_rest() -> None:
+    base = bench_compare.Side("abc123", Path("/nowhere"), [_statements_run(20, 24, 28, client=False)])
+    work = bench_compare.Side("this tree", Path("/nowhere"), [_statements_run(20, 24, 20)])
+    rows = {line.split()[0]: line for line in bench_compare.report(base, work)[1:]}
+    assert rows["finish_pg_us"].split()[-1] == "0.71"  # 20 / 28
+    assert "finish_client_us" not in rows
 
 
 def test_a_missing_scenario_or_an_unknown_rev_is_refused_before_anything_runs(capsys: pytest.CaptureFixture[str]) -> None:
