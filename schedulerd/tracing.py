@@ -83,7 +83,7 @@ class AttemptTracer:
             "schedulerd.fence": claim.fence,
             "schedulerd.scheduled_for": claim.scheduled_for.isoformat(),
             "schedulerd.due_at": claim.due_at.isoformat(),
-            "schedulerd.start_lag_s": max(0.0, (claim.started_at - claim.due_at).total_seconds()),
+            "schedulerd.start_lag_s": max(0.0, claim.start_lag_s),
         }
         span = self._tracer.start_span(ATTEMPT_SPAN, context=parent, kind=trace.SpanKind.CONSUMER, attributes=attributes,
                                        links=links)  # fmt: skip

@@ -20,7 +20,7 @@ from schedulerd.core.flow import NO_CAPS, Caps
 from schedulerd.core.ids import EARLIEST, scheduled_for_bounds
 from schedulerd.errors import ConflictError
 from schedulerd.models import (
-    ApiToken, Attempt, AttemptOutcome, CancelPlan, Claim, Enqueue, Execution, ExecutionStatus, FailedExecution, Forecast,
+    ApiToken, Attempt, AttemptOutcome, CancelPlan, Claim, Enqueue, Execution, ExecutionStatus, FailedExecution, Finished, Forecast,
     IdempotencyRecord, Job, JobAction, JobFilter, LastExecution,
     LateExecution, LeaseWindow, MinuteStats, Outcome, PARK_REASONS, Redrive, Sealed, SecretEntry, SigningKeyEntry, TenantQuota, TenantStats,
     TzMovedJob, TzRecompute,
@@ -68,9 +68,10 @@ def _minutes(rows: Sequence[Any]) -> tuple[list[MinuteStats], datetime]:
     return stats, rows[0]["now"]
 
 
-def _took_effect(rows: Sequence[Any]) -> list[tuple[UUID, str, datetime, str, int]]:
-    """A finish's rows that took effect: (id, new status, due_at, tenant, priority)."""
-    return [(r["id"], r["status"], r["due_at"], r["tenant"], r["priority"]) for r in rows]
+def _took_effect(rows: Sequence[Any]) -> list[Finished]:
+    """A finish's rows that took effect, each with its retry's queue entry when queued again."""
+    return [(r["id"], r["status"], Enqueue(r["id"], r["due_at"], r["tenant"], r["priority"])
+             if r["status"] == ExecutionStatus.QUEUED else None) for r in rows]  # fmt: skip
 
 
 def _yoyo_url(database_url: str) -> str:
@@ -552,10 +553,8 @@ class Store:
         )  # fmt: skip
         return {r["id"]: r["cancel_requested"] for r in rows}
 
-    async def execution_finish_many(
-        self, outcomes: Sequence[Outcome], *, timeout_s: float | None = None
-    ) -> list[tuple[UUID, str, datetime, str, int]]:
-        """Record outcomes guarded by fence; returns (id, new status, due_at, tenant, priority) of those that took effect.
+    async def execution_finish_many(self, outcomes: Sequence[Outcome], *, timeout_s: float | None = None) -> list[Finished]:
+        """Record outcomes guarded by fence; returns what each that took effect did (models.Finished).
         A batch of successes only goes through execution_succeed_many, its cheaper statement."""
         if all(o.outcome == AttemptOutcome.SUCCEEDED and o.status == ExecutionStatus.SUCCEEDED for o in outcomes):
             return await self.execution_succeed_many(outcomes, timeout_s=timeout_s)
@@ -574,16 +573,14 @@ class Store:
         )
         return _took_effect(rows)
 
-    async def execution_succeed_many(
-        self, outcomes: Sequence[Outcome], *, timeout_s: float | None = None
-    ) -> list[tuple[UUID, str, datetime, str, int]]:
+    async def execution_succeed_many(self, outcomes: Sequence[Outcome], *, timeout_s: float | None = None) -> list[Finished]:
         """execution_finish_many for successes only (callers use that: it routes a batch here)."""
         ids = [o.execution_id for o in outcomes]
         rows = await self._fetch_bounded(
             QUERIES["execution_succeed_many"], ids, [o.fence for o in outcomes], [o.detail for o in outcomes],
             *scheduled_for_bounds(ids), timeout_s=timeout_s,
         )  # fmt: skip
-        return _took_effect(rows)
+        return [(r[0], ExecutionStatus.SUCCEEDED, None) for r in rows]
 
     async def execution_hand_back_many(self, held: Sequence[tuple[UUID, int]]) -> list[Enqueue]:
         ids = [h[0] for h in held]

@@ -29,7 +29,7 @@ from schedulerd.core import linger, rate
 from schedulerd.core.flow import NO_CAPS, Caps, Scope
 from schedulerd.core.retry import RetryPolicy, after_attempt
 from schedulerd.loops import retrying
-from schedulerd.models import AttemptOutcome, Claim, Enqueue, ExecutionStatus, Outcome
+from schedulerd.models import AttemptOutcome, Claim, Enqueue, ExecutionStatus, Finished, Outcome
 from schedulerd.overrun_watch import OverrunWatch
 from schedulerd.queue import UNREACHABLE, Breakers, DelayQueue, Pop, TokenBuckets
 from schedulerd.store import REFUSED_ERRORS, RETRYABLE_ERRORS, Store
@@ -357,7 +357,7 @@ class Worker:
             metrics.attempts(task).inc(count)  # per batch: each inc takes a lock
         by_timeout: dict[float, list[Running]] = {}
         for claim in claims:
-            metrics.start_lag(claim.task).observe(max(0.0, (claim.started_at - claim.due_at).total_seconds()))
+            metrics.start_lag(claim.task).observe(max(0.0, claim.start_lag_s))
             older = self.running.get(claim.id)
             if older is not None and older.claim.fence < claim.fence and older.task is not None and older.stopped is None:
                 # A newer fence for an execution this worker still runs (the fallback claim found
@@ -499,7 +499,7 @@ class Worker:
             log.warning("worker.outcome_fenced_out", execution_ids=sorted(map(str, refused)))
         if self.gate.config.enabled:
             await self.gate.tell(took_effect)
-        retries = [Enqueue(i, due_at, t, p) for i, status, due_at, t, p in applied if status == ExecutionStatus.QUEUED]
+        retries = [retry for _, _, retry in applied if retry is not None]
         guarded_jobs = [o.job_id for o in took_effect if o.guarded]
         if guarded_jobs:
             # Their job is free now: a waiting occurrence (buffer_one, cancel_other) starts at once.
@@ -511,7 +511,7 @@ class Worker:
         await self._release_slots({scope for o in took_effect for scope in o.slots})
         return len(applied)
 
-    async def _finish(self, outcomes: list[Outcome]) -> list[tuple[UUID, str, datetime, str]]:
+    async def _finish(self, outcomes: list[Outcome]) -> list[Finished]:
         """execution_finish_many, with a refused batch split in halves until the refused outcome
         is alone: one bad row never holds the others back."""
         try:
@@ -524,7 +524,7 @@ class Worker:
                 return await self._finish(outcomes[:half]) + await self._finish(outcomes[half:])
             return await self._finish_refused(outcomes[0], exc)
 
-    async def _finish_refused(self, outcome: Outcome, exc: BaseException) -> list[tuple[UUID, str, datetime, str]]:
+    async def _finish_refused(self, outcome: Outcome, exc: BaseException) -> list[Finished]:
         """Postgres refused this outcome for what it carries (its error or detail text, say): record
         the same verdict with a plain error instead. Should that be refused too, let it go: its
         lease then expires and the sweeper retries the execution (at-least-once still holds)."""

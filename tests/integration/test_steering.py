@@ -14,7 +14,7 @@ import pytest
 
 from schedulerd.errors import ValidationError
 from schedulerd.jobs import Jobs, JobSpec
-from schedulerd.models import AttemptOutcome, Enqueue, Execution, ExecutionStatus, Outcome
+from schedulerd.models import AttemptOutcome, Execution, ExecutionStatus, Outcome
 from schedulerd.queue import DelayQueue
 from schedulerd.store import Store
 from schedulerd.sweeper import Sweeper
@@ -125,7 +125,9 @@ async def _queued_retry_beside_a_pause(jobs: Jobs, store: Store, queue: DelayQue
             assert await tx.job_delete(job_id) is not None
         await tx.execution_cancel_for_job(job_id, how)
         applied = await store.execution_finish_many(outcomes)  # on another connection of the pool
-    await queue.add([Enqueue(i, due_at, tenant) for i, _, due_at, tenant, _ in applied], only_new=False)
+    retries = [retry for _, _, retry in applied]
+    assert retries and None not in retries  # the finish did not see the pause: each went back to the queue
+    await queue.add(retries, only_new=False)
 
 
 @pytest.mark.parametrize(("how", "overlap", "redis"), [

@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 from schedulerd import PermanentError, health
-from schedulerd.models import AttemptOutcome, Claim, ExecutionStatus, Outcome
+from schedulerd.models import AttemptOutcome, Claim, Enqueue, ExecutionStatus, Outcome
 from schedulerd.store.sql import QUERIES
 from schedulerd.sweeper import Sweeper
 from schedulerd.tasks.registry import TaskContext, task
@@ -234,6 +234,17 @@ async def test_the_claim_returns_a_claims_fields_in_its_order(store) -> None:
         assert tuple(a.name for a in statement.get_attributes()) == tuple(f.name for f in fields(Claim))
 
 
+async def test_a_claim_carries_its_start_lag_and_gives_back_the_instant_it_started(make_job, store) -> None:
+    """The claim returns the start lag as a float (a worker decodes that in a tenth of a
+    timestamptz's time); Claim.started_at is Postgres's instant again, to the microsecond."""
+    _, execution = await make_job("noop")
+    (claim,) = await store.execution_claim_many([str(execution.id)], 30.0, "worker-a")
+    row = await store.execution_get(execution.id)
+    assert claim.started_at == row.started_at
+    assert claim.start_lag_s == pytest.approx((row.started_at - row.due_at).total_seconds(), abs=1e-6)
+    assert claim.start_lag_s >= 0
+
+
 async def test_a_batch_of_successes_records_what_a_mixed_batch_records(make_job, store) -> None:
     """A batch of successes only has its own statement (execution_succeed_many): each row ends as
     a success in a mixed batch ends, a stale fence or a row no longer running is left alone."""
@@ -242,7 +253,11 @@ async def test_a_batch_of_successes_records_what_a_mixed_batch_records(make_job,
     first = await store.execution_claim_many(ids, 30.0, "worker-a")
     # Every attempt fails once first, so each success has an earlier error to clear.
     failed = [Outcome(c.id, c.fence, c.task, ExecutionStatus.QUEUED, AttemptOutcome.FAILED, "boom", 0.0) for c in first]
-    assert len(await store.execution_finish_many(failed)) == 6
+    retried = await store.execution_finish_many(failed)
+    assert len(retried) == 6
+    for execution_id, status, retry in retried:  # each retry comes back with its queue entry
+        row = await store.execution_get(execution_id)
+        assert status == "queued" and retry == Enqueue(execution_id, row.due_at, row.tenant, row.priority)
     claims = {c.id: c for c in await store.execution_claim_many(ids, 30.0, "worker-a")}
     assert len(claims) == 6
     lean_ids, mixed_ids = [e.id for e in executions[:3]], [e.id for e in executions[3:5]]
@@ -253,7 +268,7 @@ async def test_a_batch_of_successes_records_what_a_mixed_batch_records(make_job,
     stale = Outcome(executions[5].id, 1, "noop", ExecutionStatus.SUCCEEDED, AttemptOutcome.SUCCEEDED)
     lean = [success(claims[i], '{"n": 1}') for i in lean_ids] + [stale]
     took = await store.execution_succeed_many(lean)
-    assert sorted(r[0] for r in took) == sorted(lean_ids) and {r[1] for r in took} == {"succeeded"}
+    assert sorted(r[0] for r in took) == sorted(lean_ids) and {r[1:] for r in took} == {("succeeded", None)}
     assert await store.execution_succeed_many(lean) == []  # no longer running: nothing more
 
     last = claims[executions[5].id]

@@ -78,7 +78,7 @@ def spans() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
 
 def _claim(attempt: int, context: str | None) -> Claim:
     return Claim(uuid.uuid4(), uuid.uuid4(), "acme", AT, AT + timedelta(seconds=30), attempt, attempt + 1,
-                 AT + timedelta(seconds=32, milliseconds=500), "http", {}, 5.0, 3, 1.0, 2.0, 60.0, "allow", None,
+                 2.5, "http", {}, 5.0, 3, 1.0, 2.0, 60.0, "allow", None,
                  traceparent=context)  # fmt: skip
 
 

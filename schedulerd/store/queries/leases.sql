@@ -78,8 +78,11 @@ WITH locked AS (
     UPDATE jobs j SET overlap_running = c.id, overlap_running_for = c.scheduled_for
     FROM claimed c WHERE $9 AND j.id = c.job_id AND c.status = 'running'
 )
--- Claim's fields, in its order (models.Claim.from_rows then builds each by position).
-SELECT id, job_id, tenant, scheduled_for, due_at, attempt, fence, started_at, task, params, timeout_s, max_attempts,
+-- Claim's fields, in its order (models.Claim.from_rows then builds each by position). The claim's
+-- instant goes back as the start lag in seconds, a float8: the worker decodes that in a tenth of
+-- a timestamptz's time (Claim.started_at derives the instant when something asks for it).
+SELECT id, job_id, tenant, scheduled_for, due_at, attempt, fence, extract(epoch FROM started_at - due_at)::float8 AS start_lag_s,
+       task, params, timeout_s, max_attempts,
        backoff_base_s, backoff_factor, backoff_max_s, overlap, marked_late, concurrency_key, concurrency_limit,
        rate_key, rate_limit, rate_window_s, traceparent
 FROM claimed WHERE status = 'running';
@@ -195,7 +198,8 @@ SELECT id, status, due_at, tenant, priority FROM finished;
 -- branches and no attempts insert: 5-17 % less Postgres CPU per execution across three A/Bs of
 -- `scripts/bench statements` (docs/benchmarks.md "A success's own statement"). Per row: $1 id,
 -- $2 fence, $3 detail. [$4, $5) bounds their scheduled_for. Locks in id order (see
--- execution_claim_many).
+-- execution_claim_many). Returns only the ids that took effect: a success is not queued again,
+-- so its due time, tenant and priority would be decoded for nothing.
 WITH locked AS (
     SELECT e.id, e.scheduled_for, i.detail
     FROM (SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[]) AS i(id, fence, detail) ORDER BY id) i
@@ -208,7 +212,7 @@ UPDATE executions e SET status = 'succeeded', finished_at = clock_timestamp(), l
                         detail = l.detail
 FROM locked l
 WHERE e.id = l.id AND e.scheduled_for = l.scheduled_for AND e.scheduled_for >= $4 AND e.scheduled_for < $5
-RETURNING e.id, e.status, e.due_at, e.tenant, e.priority;
+RETURNING e.id;
 
 -- name: execution_hand_back_many
 -- A worker shutting down gives back executions it holds (fences in $2) that did not finish in
