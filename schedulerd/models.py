@@ -225,11 +225,13 @@ class Claim(_Row):
     job_id: UUID
     tenant: str
     scheduled_for: datetime
-    due_at: datetime  # when this attempt was due (scheduled_for, or its retry time)
+    # When this attempt was due (scheduled_for, or its retry time) as seconds after scheduled_for,
+    # and the start lag, seconds from then to the claim, both by Postgres's clock. Floats, not
+    # instants: a timestamptz costs a worker about 1 us a row to decode, a float8 a tenth of that;
+    # due_at and started_at give the instants back (to the microsecond) when something asks.
+    due_after_s: float
     attempt: int
     fence: int
-    # Seconds from due_at to the claim, by Postgres's clock: the start lag. A float, not the claim's
-    # instant: a timestamptz costs a worker about 1.2 us a row to decode, a float8 a tenth of it.
     start_lag_s: float
     task: str
     params: dict[str, Any]
@@ -248,8 +250,13 @@ class Claim(_Row):
     traceparent: str | None = None  # the producer's trace context (W3C), for the attempt's span (tracing.py)
 
     @property
+    def due_at(self) -> datetime:
+        """When this attempt was due."""
+        return self.scheduled_for + timedelta(seconds=self.due_after_s)
+
+    @property
     def started_at(self) -> datetime:
-        """When the claim started this attempt, by Postgres's clock (to the microsecond)."""
+        """When the claim started this attempt."""
         return self.due_at + timedelta(seconds=self.start_lag_s)
 
 

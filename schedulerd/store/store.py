@@ -159,9 +159,15 @@ def _keepalive(connection: asyncpg.Connection) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
 
 
+def _json_value(text: str) -> Any:
+    """A jsonb value as Python. An empty object (the params of a job given none) skips the parser: a
+    fresh {} costs a claimed row about 0.1 us against json.loads's 1.5 through the codec."""
+    return {} if text == "{}" else json.loads(text)
+
+
 async def _init_connection(connection: asyncpg.Connection) -> None:
     _keepalive(connection)
-    await connection.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+    await connection.set_type_codec("jsonb", encoder=json.dumps, decoder=_json_value, schema="pg_catalog")
 
 
 async def _keep_session(connection: asyncpg.Connection) -> None:

@@ -81,3 +81,15 @@ def test_driver_errors_of_a_failover_are_transient_and_close_the_connection() ->
     # No host of a multi-host URL writable yet; a connection left mid-protocol by a dead server.
     assert issubclass(asyncpg.TargetServerAttributeNotMatched, asyncpg.InternalClientError)
     assert asyncpg.InternalClientError in POSTGRES_ERRORS and asyncpg.InternalClientError in RETRYABLE_ERRORS
+
+
+async def test_a_pooled_connection_decodes_an_empty_jsonb_object_as_a_fresh_dict_each_time(store: Store) -> None:
+    """The jsonb decoder's shortcut for {} (a job without params) gives what json.loads gives: a
+    new dict per value, so a handler changing its params changes no other's."""
+    values = ["{}", "{}", '{"a": [1, 2.5, null]}', "[]", '"{}"']
+    rows = await store.db.fetch("SELECT v::jsonb AS v FROM unnest($1::text[]) WITH ORDINALITY AS t(v, n) ORDER BY n", values)
+    first, second, nested, array, text = (r["v"] for r in rows)
+    assert first == second == {} and first is not second
+    first["changed"] = True
+    assert second == {}
+    assert (nested, array, text) == ({"a": [1, 2.5, None]}, [], "{}")

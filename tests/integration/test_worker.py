@@ -234,15 +234,24 @@ async def test_the_claim_returns_a_claims_fields_in_its_order(store) -> None:
         assert tuple(a.name for a in statement.get_attributes()) == tuple(f.name for f in fields(Claim))
 
 
-async def test_a_claim_carries_its_start_lag_and_gives_back_the_instant_it_started(make_job, store) -> None:
-    """The claim returns the start lag as a float (a worker decodes that in a tenth of a
-    timestamptz's time); Claim.started_at is Postgres's instant again, to the microsecond."""
+async def test_a_claim_gives_back_its_due_time_and_start_to_the_microsecond(make_job, store) -> None:
+    """The claim returns the due time and the claim's instant as float seconds (a worker decodes
+    one in a tenth of a timestamptz's time); Claim.due_at and .started_at are Postgres's instants
+    again, to the microsecond, for a first attempt and for a retry due far from its slot."""
     _, execution = await make_job("noop")
-    (claim,) = await store.execution_claim_many([str(execution.id)], 30.0, "worker-a")
+    (first,) = await store.execution_claim_many([str(execution.id)], 30.0, "worker-a")
     row = await store.execution_get(execution.id)
-    assert claim.started_at == row.started_at
-    assert claim.start_lag_s == pytest.approx((row.started_at - row.due_at).total_seconds(), abs=1e-6)
-    assert claim.start_lag_s >= 0
+    assert (first.due_at, first.started_at) == (row.due_at, row.started_at)
+    assert first.start_lag_s == pytest.approx((row.started_at - row.due_at).total_seconds(), abs=1e-6) and first.start_lag_s >= 0
+    retry = Outcome(first.id, first.fence, first.task, ExecutionStatus.QUEUED, AttemptOutcome.FAILED, "boom", 0.0)
+    assert len(await store.execution_finish_many([retry])) == 1
+    # A due time 40 days and some microseconds off its slot (the partition stays the slot's).
+    await store.db.execute("UPDATE executions SET due_at = scheduled_for - interval '40 days 00:00:00.000123' WHERE id = $1",
+                           execution.id)  # fmt: skip
+    (second,) = await store.execution_claim_many([str(execution.id)], 30.0, "worker-a")
+    row = await store.execution_get(execution.id)
+    assert second.attempt == 2 and second.due_after_s == -(40 * 86400 + 0.000123)
+    assert (second.scheduled_for, second.due_at, second.started_at) == (row.scheduled_for, row.due_at, row.started_at)
 
 
 async def test_a_batch_of_successes_records_what_a_mixed_batch_records(make_job, store) -> None:

@@ -51,7 +51,7 @@ async def _slow(ctx: TaskContext, params: dict[str, Any]) -> None:
 
 
 def _claim(task: str, *, timeout_s: float = 5.0, params: dict[str, Any] | None = None) -> Claim:
-    return Claim(uuid.uuid4(), uuid.uuid4(), "t", AT, AT, 1, 1, 0.0, task, params or {}, timeout_s, 3, 1.0, 2.0, 60.0,
+    return Claim(uuid.uuid4(), uuid.uuid4(), "t", AT, 0.0, 1, 1, 0.0, task, params or {}, timeout_s, 3, 1.0, 2.0, 60.0,
                  "allow", None)  # fmt: skip
 
 

@@ -19,7 +19,7 @@ AT = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 
 
 def _claim(task: str, params: dict[str, Any] | None = None) -> Claim:
-    return Claim(uuid.uuid4(), uuid.uuid4(), "t", AT, AT, 1, 1, 0.0, task, params or {}, 5.0, 3, 1.0, 2.0, 60.0,
+    return Claim(uuid.uuid4(), uuid.uuid4(), "t", AT, 0.0, 1, 1, 0.0, task, params or {}, 5.0, 3, 1.0, 2.0, 60.0,
                  "allow", None)  # fmt: skip
 
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 from opentelemetry import trace
@@ -77,7 +77,7 @@ def spans() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
 
 
 def _claim(attempt: int, context: str | None) -> Claim:
-    return Claim(uuid.uuid4(), uuid.uuid4(), "acme", AT, AT + timedelta(seconds=30), attempt, attempt + 1,
+    return Claim(uuid.uuid4(), uuid.uuid4(), "acme", AT, 30.0, attempt, attempt + 1,
                  2.5, "http", {}, 5.0, 3, 1.0, 2.0, 60.0, "allow", None,
                  traceparent=context)  # fmt: skip
 

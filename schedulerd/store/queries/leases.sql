@@ -78,11 +78,12 @@ WITH locked AS (
     UPDATE jobs j SET overlap_running = c.id, overlap_running_for = c.scheduled_for
     FROM claimed c WHERE $9 AND j.id = c.job_id AND c.status = 'running'
 )
--- Claim's fields, in its order (models.Claim.from_rows then builds each by position). The claim's
--- instant goes back as the start lag in seconds, a float8: the worker decodes that in a tenth of
--- a timestamptz's time (Claim.started_at derives the instant when something asks for it).
-SELECT id, job_id, tenant, scheduled_for, due_at, attempt, fence, extract(epoch FROM started_at - due_at)::float8 AS start_lag_s,
-       task, params, timeout_s, max_attempts,
+-- Claim's fields, in its order (models.Claim.from_rows then builds each by position). The due time
+-- and the claim's instant go back as seconds after scheduled_for and after the due time, float8s:
+-- a worker decodes one in a tenth of a timestamptz's time (Claim.due_at and .started_at derive the
+-- instants when something asks for them).
+SELECT id, job_id, tenant, scheduled_for, date_part('epoch', due_at - scheduled_for) AS due_after_s, attempt, fence,
+       date_part('epoch', started_at - due_at) AS start_lag_s, task, params, timeout_s, max_attempts,
        backoff_base_s, backoff_factor, backoff_max_s, overlap, marked_late, concurrency_key, concurrency_limit,
        rate_key, rate_limit, rate_window_s, traceparent
 FROM claimed WHERE status = 'running';
