@@ -5,18 +5,21 @@ from __future__ import annotations
 import asyncio
 import socket
 import statistics
+import uuid
 from dataclasses import fields, replace
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 import pytest
 
 from schedulerd import PermanentError, health
+from schedulerd.core import ids
 from schedulerd.models import AttemptOutcome, Claim, Enqueue, ExecutionStatus, Outcome
 from schedulerd.store.sql import QUERIES
 from schedulerd.sweeper import Sweeper
 from schedulerd.tasks.registry import TaskContext, task
-from schedulerd.worker.loop import CLAIM_TRIES
+from schedulerd.worker.loop import CLAIM_TRIES, parsed_id
 from tests.integration.conftest import run_until_idle, settle
 
 seen_contexts: list[TaskContext] = []
@@ -493,3 +496,14 @@ async def test_an_entry_popped_before_its_rows_due_time_is_given_back_at_it(make
     assert worker.stats.dropped == 0
     score = await queue.client.zscore(queue.queue_key(execution.tenant, execution.id), str(execution.id))
     assert score == score_ms(execution.due_at)
+
+
+def test_a_popped_id_parsed_by_asyncpg_finds_what_the_worker_holds_under_a_uuid() -> None:
+    """The pop's membership check parses ids with asyncpg's UUID: it must equal, hash and order
+    as uuid.UUID does, so an execution held under either kind of key is found."""
+    for held in (uuid.uuid4(), ids.execution_id(datetime.now(UTC)), uuid.UUID(int=0)):
+        popped = parsed_id(str(held))
+        assert isinstance(popped, uuid.UUID) and popped == held and hash(popped) == hash(held)
+        assert popped in {held: None} and held in {popped: None} and str(popped) == str(held)
+    with pytest.raises(ValueError):
+        parsed_id("not-an-id")
