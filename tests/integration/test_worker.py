@@ -19,7 +19,8 @@ from schedulerd.models import AttemptOutcome, Claim, Enqueue, ExecutionStatus, O
 from schedulerd.store.sql import QUERIES
 from schedulerd.sweeper import Sweeper
 from schedulerd.tasks.registry import TaskContext, task
-from schedulerd.worker.loop import CLAIM_TRIES, parsed_id
+from schedulerd.store import parsed_id
+from schedulerd.worker.loop import CLAIM_TRIES
 from tests.integration.conftest import run_until_idle, settle
 
 seen_contexts: list[TaskContext] = []
@@ -499,8 +500,8 @@ async def test_an_entry_popped_before_its_rows_due_time_is_given_back_at_it(make
 
 
 def test_a_popped_id_parsed_by_asyncpg_finds_what_the_worker_holds_under_a_uuid() -> None:
-    """The pop's membership check parses ids with asyncpg's UUID: it must equal, hash and order
-    as uuid.UUID does, so an execution held under either kind of key is found."""
+    """The pop's membership check parses ids as the driver does (store.parsed_id): equal and
+    hashing as uuid.UUID does, so an execution held under either kind of key is found."""
     for held in (uuid.uuid4(), ids.execution_id(datetime.now(UTC)), uuid.UUID(int=0)):
         popped = parsed_id(str(held))
         assert isinstance(popped, uuid.UUID) and popped == held and hash(popped) == hash(held)
