@@ -68,8 +68,12 @@ class Observer:
         if horizon is not None:
             metrics.HORIZON.set((horizon - now).total_seconds())
         if time.monotonic() >= self._forecast_due:
-            self._forecast_due = time.monotonic() + self.config.forecast.interval_s
-            await self.refresh_forecast()
+            started = time.monotonic()
+            try:
+                await self.refresh_forecast()
+            finally:  # a failing refresh waits its interval too
+                took = time.monotonic() - started
+                self._forecast_due = time.monotonic() + late.forecast_pause_s(self.config.forecast.interval_s, took)
 
     async def refresh_forecast(self) -> None:
         """Publish schedulerd_due_next{window, tenant}: the tenants with most due within 60 minutes,

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+from dataclasses import replace
+from typing import Any
+
+import pytest
 from prometheus_client import REGISTRY
 
 from schedulerd.jobs import Jobs, JobSpec
@@ -47,3 +53,31 @@ async def test_observer_samples_gauges_and_reports_the_replica(store, queue, con
     (replica,) = [r for r in await store.replica_list(60) if r["worker_id"] == "observer-test"]
     assert replica["roles"] == list(replica_roles(config)) and replica["version"]
     assert replica["roles"][: len(config.daemon.roles)] == list(config.daemon.roles) and "observer" in replica["roles"]
+
+
+async def test_a_slow_forecast_is_refreshed_less_often_and_a_failing_one_not_at_every_sample(
+    store, queue, config, monkeypatch
+) -> None:
+    """The forecast's count grows with what is due within the hour: a replica waits 20 times what
+    the last refresh took (core/late.py FORECAST_SPACING) when that is longer than its interval,
+    and a refresh that fails waits its interval like any other."""
+    config = replace(config, forecast=replace(config.forecast, interval_s=0.5))
+    observer = Observer(store, queue, config, "observer-forecast")
+    real = store.execution_due_forecast
+
+    async def slow(*args: Any) -> Any:
+        await asyncio.sleep(0.1)
+        return await real(*args)
+
+    monkeypatch.setattr(store, "execution_due_forecast", slow)
+    await observer.run_once()
+    assert observer._forecast_due - time.monotonic() > 1.5  # 20 x 0.1 s, not the 0.5 s interval
+
+    async def broken(*args: Any) -> Any:
+        raise ConnectionResetError("gone")
+
+    monkeypatch.setattr(store, "execution_due_forecast", broken)
+    observer._forecast_due = 0.0
+    with pytest.raises(ConnectionResetError):
+        await observer.run_once()
+    assert 0.3 < observer._forecast_due - time.monotonic() <= 0.5

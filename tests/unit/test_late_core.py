@@ -8,8 +8,8 @@ import pytest
 
 from schedulerd import config
 from schedulerd.core.late import (
-    EXPLANATIONS, OTHER_TENANTS, LateReason, cap_tenants, for_misfire, nearest_occurrence, of_execution,
-    resolve_at, window_label,
+    EXPLANATIONS, FORECAST_SPACING, OTHER_TENANTS, LateReason, cap_tenants, for_misfire, forecast_pause_s,
+    nearest_occurrence, of_execution, resolve_at, window_label,
 )  # fmt: skip
 from schedulerd.core.schedule import CronSchedule
 from schedulerd.errors import ConfigError
@@ -111,3 +111,9 @@ def test_bad_late_and_forecast_settings_are_refused(name: str, value: str, tmp_p
 def test_down_after_must_exceed_the_report_interval(tmp_path) -> None:
     with pytest.raises(ConfigError, match=r"late.down_after_s \(5.0\) must exceed daemon.observe_interval_s \(5.0\)"):
         config.load(tmp_path / "none.toml", environ={"SCHEDULERD_LATE_DOWN_AFTER_S": "5"})
+
+
+def test_a_slow_forecast_waits_longer_than_its_interval_before_the_next() -> None:
+    assert forecast_pause_s(15.0, 0.05) == 15.0  # cheap: the configured interval
+    assert forecast_pause_s(15.0, 15.0 / FORECAST_SPACING) == 15.0
+    assert forecast_pause_s(15.0, 2.0) == 2.0 * FORECAST_SPACING  # at most 1/20 of the time counting
