@@ -165,7 +165,7 @@ def _keepalive(connection: asyncpg.Connection) -> None:
 
 def _json_value(text: str) -> Any:
     """A jsonb value as Python. An empty object (the params of a job given none) skips the parser: a
-    fresh {} costs a claimed row about 0.1 us against json.loads's 1.5 through the codec."""
+    fresh {} costs a claimed row about 0.1 us against json.loads's 2 through the codec."""
     return {} if text == "{}" else json.loads(text)
 
 
