@@ -72,8 +72,8 @@ class Observer:
             try:
                 await self.refresh_forecast()
             finally:  # a failing refresh waits its interval too
-                took = time.monotonic() - started
-                self._forecast_due = time.monotonic() + late.forecast_pause_s(self.config.forecast.interval_s, took)
+                ended = time.monotonic()
+                self._forecast_due = ended + late.forecast_pause_s(self.config.forecast.interval_s, ended - started)
 
     async def refresh_forecast(self) -> None:
         """Publish schedulerd_due_next{window, tenant}: the tenants with most due within 60 minutes,

@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 
 from schedulerd import PermanentError, health
-from schedulerd.core import ids
+from schedulerd.core.ids import execution_id as new_execution_id
 from schedulerd.models import AttemptOutcome, Claim, Enqueue, ExecutionStatus, Outcome
 from schedulerd.store.sql import QUERIES
 from schedulerd.sweeper import Sweeper
@@ -502,7 +502,7 @@ async def test_an_entry_popped_before_its_rows_due_time_is_given_back_at_it(make
 def test_a_popped_id_parsed_by_asyncpg_finds_what_the_worker_holds_under_a_uuid() -> None:
     """The pop's membership check parses ids as the driver does (store.parsed_id): equal and
     hashing as uuid.UUID does, so an execution held under either kind of key is found."""
-    for held in (uuid.uuid4(), ids.execution_id(datetime.now(UTC)), uuid.UUID(int=0)):
+    for held in (uuid.uuid4(), new_execution_id(datetime.now(UTC)), uuid.UUID(int=0)):
         popped = parsed_id(str(held))
         assert isinstance(popped, uuid.UUID) and popped == held and hash(popped) == hash(held)
         assert popped in {held: None} and held in {popped: None} and str(popped) == str(held)
