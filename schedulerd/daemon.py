@@ -52,7 +52,7 @@ async def serve(config: Config, servers: Servers, stop: asyncio.Event) -> None:
             log.info("daemon.migrated", applied=applied)
     store, queue = await connect(
         config, servers, pool_min=config.database.pool_min, pool_max=config.database.pool_max,
-        read_url=config.database.read_url,
+        read_url=config.database.read_url, worker_pool="worker" in config.daemon.roles,
     )  # fmt: skip
     try:
         configure_http(config, store)

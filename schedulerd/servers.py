@@ -54,16 +54,17 @@ def resolve(config: Config, *, start: bool = False) -> Servers:
 
 async def connect(
     config: Config, servers: Servers | None = None, *, pool_min: int = 1, pool_max: int | None = None,
-    read_url: str = "", check_schema: bool = False,
+    read_url: str = "", check_schema: bool = False, worker_pool: bool = False,
 ) -> tuple[Store, DelayQueue]:  # fmt: skip
     """A Store (pool of pool_min..pool_max connections, default [database].pool_max; a second
-    pool on read_url when given) and the DelayQueue [redis] describes, on `servers` (default:
-    resolve(config)). check_schema: raise SchemaError, naming `schedulerd migrate`, when the
-    database lacks a migration this code ships, rather than fail later on a missing relation."""
+    pool on read_url when given; with worker_pool, the worker's own: Store.connect) and the
+    DelayQueue [redis] describes, on `servers` (default: resolve(config)). check_schema: raise
+    SchemaError, naming `schedulerd migrate`, when the database lacks a migration this code
+    ships, rather than fail later on a missing relation."""
     servers = servers or resolve(config)
     store = await Store.connect(
         servers.database_url, min_size=pool_min, max_size=pool_max or config.database.pool_max, read_url=read_url,
-        statement_timeout_s=config.database.statement_timeout_s,
+        statement_timeout_s=config.database.statement_timeout_s, worker_pool=worker_pool,
     )
     if check_schema:
         try:

@@ -150,6 +150,16 @@ SERVER_SETTINGS = {
     "tcp_keepalives_idle": str(KEEPALIVE_IDLE_S), "tcp_keepalives_interval": str(KEEPALIVE_INTERVAL_S),
     "tcp_keepalives_count": str(KEEPALIVE_COUNT), "jit": "off",
 }  # fmt: skip
+# The worker's batched writes (the claim, the heartbeat, the finish: Store._fetch_bounded) run on
+# a pool of their own whose connections keep one generic plan per statement. On the shared pool
+# Postgres planned them afresh at every execution whenever batches were small (its custom plan
+# for a few ids is estimated cheaper than the generic one, so it never settles on the generic),
+# about a millisecond of planning per statement: most of Postgres's CPU at 1,000 executions/s
+# (docs/benchmarks.md "One plan per statement"). Every plan_cache_mode-generic plan of these
+# statements reads by the ids' index (tests/integration/test_worker_plans.py). Four connections:
+# the pop's claim, the finish loop, the heartbeat loop, and one for a retry on a fresh connection.
+WORKER_SERVER_SETTINGS = {**SERVER_SETTINGS, "plan_cache_mode": "force_generic_plan"}
+WORKER_POOL_SIZE = 4
 
 
 def _keepalive(connection: asyncpg.Connection) -> None:
@@ -211,37 +221,60 @@ class _PooledConnection(asyncpg.Connection):
 class Store:
     """Methods run on a pool, or on one connection inside `transaction()`."""
 
-    def __init__(self, db: asyncpg.Pool | asyncpg.Connection, reads: Store | None = None) -> None:
+    def __init__(
+        self, db: asyncpg.Pool | asyncpg.Connection, reads: Store | None = None,
+        worker_db: asyncpg.Pool | None = None,
+    ) -> None:  # fmt: skip
         self.db = db
         # Where read-only views (the API's lists and lookups) go: a replica's pool, or this store.
         self.reads: Store = reads or self
+        # Where the worker's batched writes go: their own pool (WORKER_SERVER_SETTINGS), or db.
+        self.worker_db: asyncpg.Pool | asyncpg.Connection = worker_db or db
 
     @classmethod
     async def connect(
         cls, database_url: str, *, min_size: int = 2, max_size: int = 10, read_url: str = "",
-        statement_timeout_s: float = DatabaseConfig.statement_timeout_s,
+        statement_timeout_s: float = DatabaseConfig.statement_timeout_s, worker_pool: bool = False,
     ) -> Store:  # fmt: skip
         """A pool on the primary; with read_url (a read replica, [database].read_url) a second
-        pool of the same size there, for `reads`. A statement unanswered for statement_timeout_s
-        raises TimeoutError and its connection is closed (_PooledConnection), so no caller, the
-        background loops included, waits forever on a connection that went half-open."""
+        pool of the same size there, for `reads`; with worker_pool, WORKER_POOL_SIZE connections
+        more on the primary for the worker's batched writes. A statement unanswered for
+        statement_timeout_s raises TimeoutError and its connection is closed (_PooledConnection),
+        so no caller, the background loops included, waits forever on a connection that went
+        half-open."""
         options = {
-            "max_size": max_size, "init": _init_connection, "reset": _keep_session, "server_settings": SERVER_SETTINGS,
-            "connection_class": _PooledConnection, "command_timeout": statement_timeout_s,
+            "init": _init_connection, "reset": _keep_session, "connection_class": _PooledConnection,
+            "command_timeout": statement_timeout_s,
         }  # fmt: skip
-        pool = await asyncpg.create_pool(database_url, min_size=min_size, **options)
-        if not read_url or read_url == database_url:
-            return cls(pool)
+        pools: list[asyncpg.Pool] = []
         try:
-            replica = await asyncpg.create_pool(read_url, min_size=1, **options)
+            pools.append(await asyncpg.create_pool(
+                database_url, min_size=min_size, max_size=max_size, server_settings=SERVER_SETTINGS, **options
+            ))  # fmt: skip
+            worker_db = None
+            if worker_pool:
+                worker_db = await asyncpg.create_pool(
+                    database_url, min_size=1, max_size=WORKER_POOL_SIZE, server_settings=WORKER_SERVER_SETTINGS, **options
+                )  # fmt: skip
+                pools.append(worker_db)
+            reads = None
+            if read_url and read_url != database_url:
+                replica = await asyncpg.create_pool(
+                    read_url, min_size=1, max_size=max_size, server_settings=SERVER_SETTINGS, **options
+                )  # fmt: skip
+                pools.append(replica)
+                reads = cls(replica)
         except BaseException:
-            await pool.close()
+            for pool in pools:
+                await pool.close()
             raise
-        return cls(pool, cls(replica))
+        return cls(pools[0], reads, worker_db)
 
     async def close(self) -> None:
         if self.reads is not self:
             await self.reads.close()
+        if self.worker_db is not self.db:
+            await self.worker_db.close()
         await self.db.close()
 
     @contextlib.asynccontextmanager
@@ -500,9 +533,10 @@ class Store:
         """A worker's write that must not hang: bounded by timeout_s, and a connection that
         timed out or broke is closed rather than returned to the pool, so the caller's retry runs
         on a fresh one (a half-open connection would otherwise take every retry's timeout)."""
-        if timeout_s is None or not isinstance(self.db, asyncpg.Pool):
-            return await self.db.fetch(query, *args, timeout=timeout_s)
-        connection = await self.db.acquire(timeout=timeout_s)
+        db = self.worker_db
+        if timeout_s is None or not isinstance(db, asyncpg.Pool):
+            return await db.fetch(query, *args, timeout=timeout_s)
+        connection = await db.acquire(timeout=timeout_s)
         try:
             return await connection.fetch(query, *args, timeout=timeout_s)
         except BROKEN_CONNECTION_ERRORS:
@@ -510,7 +544,7 @@ class Store:
                 connection.terminate()
             raise
         finally:
-            await self.db.release(connection)
+            await db.release(connection)
 
     async def execution_claim_many(
         self, execution_ids: Sequence[str | UUID], lease_s: float, worker: str, *, late_after_s: float = 60.0,
