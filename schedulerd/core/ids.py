@@ -71,3 +71,14 @@ def scheduled_for_bounds(execution_ids: Iterable[uuid.UUID | str]) -> tuple[date
 
 
 _LAST_MS = (LATEST - _EPOCH) // _ONE_MS
+_ONE_DAY = timedelta(days=1)
+
+
+def covering_days(low: datetime, high: datetime) -> tuple[datetime, datetime] | None:
+    """[low, high) of scheduled_for_bounds widened to whole UTC days (the partitions' own
+    bounds), or None when they cannot be: no ids, or an id without a time."""
+    if low == EARLIEST or high > LATEST - _ONE_DAY:
+        return None
+    first = datetime(low.year, low.month, low.day, tzinfo=UTC)
+    last = datetime(high.year, high.month, high.day, tzinfo=UTC)
+    return first, last if last == high else last + _ONE_DAY

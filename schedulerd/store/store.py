@@ -21,7 +21,7 @@ from asyncpg.pgproto.pgproto import UUID as parsed_id
 
 from schedulerd.config import DatabaseConfig
 from schedulerd.core.flow import NO_CAPS, Caps
-from schedulerd.core.ids import EARLIEST, scheduled_for_bounds
+from schedulerd.core.ids import EARLIEST, covering_days, scheduled_for_bounds
 from schedulerd.errors import ConflictError
 from schedulerd.models import (
     ApiToken, Attempt, AttemptOutcome, CancelPlan, Claim, Enqueue, Execution, ExecutionStatus, FailedExecution, Finished, Forecast,
@@ -160,6 +160,20 @@ SERVER_SETTINGS = {
 # the pop's claim, the finish loop, the heartbeat loop, and one for a retry on a fresh connection.
 WORKER_SERVER_SETTINGS = {**SERVER_SETTINGS, "plan_cache_mode": "force_generic_plan"}
 WORKER_POOL_SIZE = 4
+
+
+def worker_statement(name: str, bounds: tuple[datetime, datetime]) -> str:
+    """Query `name` with its /*days*/ marks holding `bounds` (its [$low, $high) of scheduled_for)
+    widened to whole UTC days, as constants: a generic plan prunes partitions by parameters only
+    as it runs, after locking all of them, and by constants once, when it is made (leases.sql,
+    execution_claim_many). One text, so one prepared statement and plan, per span of days. The
+    constants are formatted from datetimes, never from input."""
+    query = QUERIES[name]
+    days = covering_days(*bounds)
+    if days is None:
+        return query
+    first, end = (day.isoformat() for day in days)
+    return query.replace("/*days*/", f"AND e.scheduled_for >= '{first}' AND e.scheduled_for < '{end}'")
 
 
 def _keepalive(connection: asyncpg.Connection) -> None:
@@ -558,8 +572,9 @@ class Store:
         (the pop's, Redis TIME); None: Postgres's clock. Without `limited`, executions counted
         against a concurrency limit (a key, or one of `caps`) are left to flow_claims.claim_limited."""
         ids = list(execution_ids)
+        bounds = scheduled_for_bounds(ids)
         rows = await self._fetch_bounded(
-            QUERIES["execution_claim_many"], ids, lease_s, worker, *scheduled_for_bounds(ids),
+            worker_statement("execution_claim_many", bounds), ids, lease_s, worker, *bounds,
             late_after_s, down_after_s, adopt, guarded, due_by, limited, list(caps.tasks),
             [t for t, n in caps.tenants.items() if n > 0], caps.tenant_default > 0, timeout_s=timeout_s,
         )  # fmt: skip
@@ -591,8 +606,9 @@ class Store:
         """Extend leases; returns the ids whose lease still holds, each with whether it was asked
         to stop (a cancel request, or the overlap policy cancel_other)."""
         ids = [h[0] for h in held]
+        bounds = scheduled_for_bounds(ids)
         rows = await self._fetch_bounded(
-            QUERIES["execution_heartbeat_many"], ids, [h[1] for h in held], lease_s, *scheduled_for_bounds(ids),
+            worker_statement("execution_heartbeat_many", bounds), ids, [h[1] for h in held], lease_s, *bounds,
             timeout_s=timeout_s,
         )  # fmt: skip
         return {r["id"]: r["cancel_requested"] for r in rows}
@@ -603,8 +619,9 @@ class Store:
         if all(o.outcome == AttemptOutcome.SUCCEEDED and o.status == ExecutionStatus.SUCCEEDED for o in outcomes):
             return await self.execution_succeed_many(outcomes, timeout_s=timeout_s)
         ids = [o.execution_id for o in outcomes]
+        bounds = scheduled_for_bounds(ids)
         rows = await self._fetch_bounded(
-            QUERIES["execution_finish_many"],
+            worker_statement("execution_finish_many", bounds),
             ids,
             [o.fence for o in outcomes],
             [str(o.status) for o in outcomes],
@@ -612,7 +629,7 @@ class Store:
             [o.error for o in outcomes],
             [o.retry_delay_s for o in outcomes],
             [o.detail for o in outcomes],
-            *scheduled_for_bounds(ids),
+            *bounds,
             timeout_s=timeout_s,
         )
         return _took_effect(rows)
@@ -620,9 +637,10 @@ class Store:
     async def execution_succeed_many(self, outcomes: Sequence[Outcome], *, timeout_s: float | None = None) -> list[Finished]:
         """execution_finish_many for successes only (callers use that: it routes a batch here)."""
         ids = [o.execution_id for o in outcomes]
+        bounds = scheduled_for_bounds(ids)
         rows = await self._fetch_bounded(
-            QUERIES["execution_succeed_many"], ids, [o.fence for o in outcomes], [o.detail for o in outcomes],
-            *scheduled_for_bounds(ids), timeout_s=timeout_s,
+            worker_statement("execution_succeed_many", bounds), ids, [o.fence for o in outcomes],
+            [o.detail for o in outcomes], *bounds, timeout_s=timeout_s,
         )  # fmt: skip
         return [(r[0], ExecutionStatus.SUCCEEDED, None) for r in rows]
 

@@ -1,11 +1,13 @@
 """The worker's batched writes run on a pool of their own, planned once: each statement keeps a
-generic plan (Store.connect(worker_pool=True)), and every such plan reads the rows by their ids,
-whatever the batch, the statistics or the table's size."""
+generic plan (Store.connect(worker_pool=True)), every such plan reads the rows by their ids,
+whatever the batch, the statistics or the table's size, and holds only the partitions of its
+ids' days (store.worker_statement), however many partitions there are."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -14,6 +16,7 @@ import pytest
 from schedulerd.core.ids import scheduled_for_bounds
 from schedulerd.models import AttemptOutcome, ExecutionStatus, Outcome
 from schedulerd.store import Store
+from schedulerd.store.store import worker_statement
 from schedulerd.store.sql import QUERIES
 from tests.conftest import MakeJob
 
@@ -58,7 +61,9 @@ async def test_the_worker_writes_keep_one_generic_plan(worker_store: Store, make
         plans = {r["statement"]: (r["generic_plans"], r["custom_plans"])
                  for r in await connection.fetch("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements")}  # fmt: skip
     for name in ("execution_claim_many", "execution_heartbeat_many", "execution_succeed_many"):
-        assert plans[QUERIES[name]] == (20, 0), name
+        # One text per span of days: two if the forty seconds spanned a midnight.
+        texts = {worker_statement(name, scheduled_for_bounds(ids[start : start + 2])) for start in range(0, len(ids), 2)}
+        assert sum(plans[text][0] for text in texts) == 20 and all(plans[text][1] == 0 for text in texts), name
     async with worker_store.db.acquire() as connection:  # the shared pool plans as Postgres chooses
         assert await connection.fetchval("SHOW plan_cache_mode") == "auto"
 
@@ -100,7 +105,8 @@ async def test_a_generic_plan_of_a_worker_write_reads_by_id(store: Store, make_j
     async with store.db.acquire() as connection:
         await connection.execute("SET plan_cache_mode = force_generic_plan")
         try:
-            text = await connection.fetchval("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + QUERIES[name], *_arguments(name, batch, fences))
+            statement = worker_statement(name, scheduled_for_bounds(batch))
+            text = await connection.fetchval("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + statement, *_arguments(name, batch, fences))
         finally:
             await connection.execute("RESET plan_cache_mode")
     plan = json.loads(text)[0]["Plan"]
@@ -108,3 +114,53 @@ async def test_a_generic_plan_of_a_worker_write_reads_by_id(store: Store, make_j
     scans = _scans(plan)
     assert scans and all("pkey" in s for s in scans), scans
     assert plan["Shared Hit Blocks"] + plan["Shared Read Blocks"] <= 60 * len(batch), scans  # ~20,000 rows span ~500 pages
+
+
+async def _locked_partitions(connection: Any, statement: str, arguments: list[Any]) -> set[str]:
+    """The partitions of executions that running `statement` (its generic plan) locks."""
+    async with connection.transaction():
+        await connection.fetch(statement, *arguments)
+        rows = await connection.fetch(
+            "SELECT c.relname FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+            " WHERE l.pid = pg_backend_pid() AND c.relkind = 'r' AND c.relname LIKE 'executions\\_p%'"
+        )
+    return {r["relname"] for r in rows}
+
+
+@pytest.mark.parametrize("name", WORKER_WRITES)
+async def test_a_worker_write_locks_only_its_days_partitions(store: Store, make_job: MakeJob, name: str) -> None:
+    today = datetime.now(UTC).date()
+    for ahead in range(1, 31):  # a month of partitions, as premake_days = 30 would make
+        await store.partition_ensure(today + timedelta(days=ahead))
+    ids = (await _queued(store, make_job, 10))[:4]
+    bounds = scheduled_for_bounds(ids)
+    days = {f"executions_p{(bounds[0] + timedelta(days=d)).date():%Y%m%d}" for d in range((bounds[1] - bounds[0]).days + 2)}
+
+    async with store.db.acquire() as connection:
+        await connection.execute("SET plan_cache_mode = force_generic_plan")
+        try:
+            arguments = _arguments(name, ids, [0] * len(ids))
+            narrowed = await _locked_partitions(connection, worker_statement(name, bounds), arguments)
+            everything = await _locked_partitions(connection, QUERIES[name], arguments)
+        finally:
+            await connection.execute("RESET plan_cache_mode")
+    assert narrowed and narrowed <= days, narrowed
+    assert len(everything) >= 31  # the same statement without its days' constants: every partition
+
+
+async def test_a_worker_write_reaches_rows_in_the_default_partition(worker_store: Store, make_job: MakeJob) -> None:
+    # A day older than every partition: its rows live in executions_default.
+    job, _ = await make_job("noop", run_at=None)
+    long_ago = datetime.now(UTC) - timedelta(days=400)
+    [execution] = await worker_store.db.fetch(
+        "INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enqueued_at)"
+        " VALUES (schedulerd_execution_id($2), $1, 'default', $2, $2, 'queued', clock_timestamp()) RETURNING id",
+        job.id, long_ago,
+    )  # fmt: skip
+    [claim] = await worker_store.execution_claim_many([execution["id"]], 30.0, "plans", timeout_s=5.0)
+    assert await worker_store.execution_heartbeat_many([(claim.id, claim.fence)], 30.0, timeout_s=5.0) == {claim.id: False}
+    outcome = Outcome(claim.id, claim.fence, claim.task, ExecutionStatus.SUCCEEDED, AttemptOutcome.SUCCEEDED)
+    assert [f[0] for f in await worker_store.execution_finish_many([outcome], timeout_s=5.0)] == [claim.id]
+    assert await worker_store.db.fetchval(
+        "SELECT tableoid::regclass::text || ' ' || status FROM executions WHERE id = $1", claim.id
+    ) == "executions_default succeeded"

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from datetime import UTC, datetime, timedelta
 
-from schedulerd.core.ids import EARLIEST, LATEST, execution_id, scheduled_for_bounds, scheduled_ms
+from schedulerd.core.ids import EARLIEST, LATEST, covering_days, execution_id, scheduled_for_bounds, scheduled_ms
 
 MIDNIGHT = datetime(2026, 11, 29, tzinfo=UTC)
 
@@ -58,6 +58,28 @@ def test_an_id_whose_time_is_past_year_9999_narrows_nothing(text):
     assert scheduled_ms(text) is not None
     assert scheduled_for_bounds([text]) == (EARLIEST, LATEST)
     assert scheduled_for_bounds([execution_id(MIDNIGHT), text]) == (EARLIEST, LATEST)
+
+
+@pytest.mark.parametrize(
+    ("times", "days"),
+    [
+        ([MIDNIGHT + timedelta(hours=13)], (0, 1)),
+        ([MIDNIGHT, MIDNIGHT + timedelta(hours=23, minutes=59, seconds=59, milliseconds=999)], (0, 1)),
+        ([MIDNIGHT - timedelta(milliseconds=1), MIDNIGHT], (-1, 1)),
+        ([MIDNIGHT + timedelta(days=3, hours=1), MIDNIGHT + timedelta(hours=5)], (0, 4)),
+    ],
+)
+def test_covering_days_are_the_whole_utc_days_of_the_ids(times, days):
+    low, high = scheduled_for_bounds([execution_id(t) for t in times])
+    assert covering_days(low, high) == (MIDNIGHT + timedelta(days=days[0]), MIDNIGHT + timedelta(days=days[1]))
+
+
+@pytest.mark.parametrize(
+    "ids", [[], [uuid.uuid4()], ["ffffffff-ffff-8fff-bfff-ffffffffffff"], [datetime(9999, 12, 31, 23, tzinfo=UTC)]]
+)
+def test_ids_that_narrow_nothing_have_no_covering_days(ids):
+    ids = [execution_id(i) if isinstance(i, datetime) else i for i in ids]
+    assert covering_days(*scheduled_for_bounds(ids)) is None
 
 
 @given(st.integers(min_value=0, max_value=2**128 - 1))
