@@ -33,11 +33,11 @@
 -- of executions (94 with 90 days of retention), each opened and locked at every execution of the
 -- statement (Postgres CPU 0.64, start-lag p99 486 -> 98 ms at 5,000/s: docs/benchmarks.md
 -- "Many partitions"); execution_heartbeat_many and execution_finish_many do the same.
--- /*days*/ marks where Store puts the same bounds widened to whole UTC days, as constants
--- (Store.worker_statement): these statements keep one generic plan (the worker's pool), which
--- prunes by $4 and $5 only as it runs, after locking every partition; the planner prunes by
--- constants once, so each plan holds only its days' partitions (1.6 -> 0.3 ms a batch of five
--- with 94 partitions: docs/benchmarks.md "One plan per statement").
+-- /*days*/ marks where the same bounds go again, widened to whole UTC days, as constants
+-- (worker_statement in store.py): these statements keep one generic plan (the worker's pool),
+-- which prunes by $4 and $5 only as it runs, after locking every partition; by constants the
+-- planner prunes once, so each plan holds only its days' partitions (1.6 -> 0.3 ms a batch of
+-- five with 94 partitions: docs/benchmarks.md "One plan per statement").
 -- Rows are locked in id order (the `locked` CTE), as by every statement that writes several
 -- executions, so no two such statements can deadlock. The CTE looks rows up by id alone (no join
 -- to jobs): a join let the planner walk the (job_id, scheduled_for) index over a spike's single
