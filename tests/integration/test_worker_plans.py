@@ -130,20 +130,24 @@ async def _locked_partitions(connection: Any, statement: str, arguments: list[An
 @pytest.mark.parametrize("name", WORKER_WRITES)
 async def test_a_worker_write_locks_only_its_days_partitions(store: Store, make_job: MakeJob, name: str) -> None:
     today = datetime.now(UTC).date()
-    for ahead in range(1, 31):  # a month of partitions, as premake_days = 30 would make
-        await store.partition_ensure(today + timedelta(days=ahead))
+    ahead = [today + timedelta(days=n) for n in range(1, 31)]  # a month of partitions, as premake_days = 30 makes
+    created = [day for day in ahead if await store.partition_ensure(day)]
     ids = (await _queued(store, make_job, 10))[:4]
     bounds = scheduled_for_bounds(ids)
     days = {f"executions_p{(bounds[0] + timedelta(days=d)).date():%Y%m%d}" for d in range((bounds[1] - bounds[0]).days + 2)}
 
-    async with store.db.acquire() as connection:
-        await connection.execute("SET plan_cache_mode = force_generic_plan")
-        try:
-            arguments = _arguments(name, ids, [0] * len(ids))
-            narrowed = await _locked_partitions(connection, worker_statement(name, bounds), arguments)
-            everything = await _locked_partitions(connection, QUERIES[name], arguments)
-        finally:
-            await connection.execute("RESET plan_cache_mode")
+    try:
+        async with store.db.acquire() as connection:
+            await connection.execute("SET plan_cache_mode = force_generic_plan")
+            try:
+                arguments = _arguments(name, ids, [0] * len(ids))
+                narrowed = await _locked_partitions(connection, worker_statement(name, bounds), arguments)
+                everything = await _locked_partitions(connection, QUERIES[name], arguments)
+            finally:
+                await connection.execute("RESET plan_cache_mode")
+    finally:
+        for day in created:  # the next test finds the partitions it found before this one
+            await store.partition_drop(day)
     assert narrowed and narrowed <= days, narrowed
     assert len(everything) >= 31  # the same statement without its days' constants: every partition
 
