@@ -164,8 +164,7 @@ WORKER_POOL_SIZE = 4
 
 def worker_statement(name: str, bounds: tuple[datetime, datetime]) -> str:
     """Query `name` with its /*days*/ marks holding `bounds` (its [$low, $high) of scheduled_for)
-    widened to whole UTC days, as constants: a generic plan prunes partitions by parameters only
-    as it runs, after locking all of them, and by constants once, when it is made (leases.sql,
+    widened to whole UTC days, as constants the planner prunes partitions by (why: leases.sql,
     execution_claim_many). One text, so one prepared statement and plan, per span of days. The
     constants are formatted from datetimes, never from input."""
     query = QUERIES[name]
