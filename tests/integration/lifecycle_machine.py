@@ -386,7 +386,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         await hold.gate.wait()
 
     async def _setup(self) -> None:
-        self.store = await Store.connect(self.database_url, min_size=2, max_size=12)
+        # As the daemon connects a worker: its writes on their own pool, one generic plan per statement.
+        self.store = await Store.connect(self.database_url, min_size=2, max_size=12, worker_pool=True)
         await self.store.db.execute(
             "TRUNCATE jobs, executions, attempts, idempotency_keys, redrives, replicas, tz_recomputes, job_actions, tenant_quotas, "
             "notifications, notify_jobs CASCADE"
