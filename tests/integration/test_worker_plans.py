@@ -1,7 +1,8 @@
 """The worker's batched writes run on a pool of their own, planned once: each statement keeps a
 generic plan (Store.connect(worker_pool=True)), every such plan reads the rows by their ids,
 whatever the batch, the statistics or the table's size, and holds only the partitions of its
-ids' days (store.worker_statement), however many partitions there are."""
+ids' days (store.worker_statement), however many partitions there are. The writes keep their
+connection from one statement to the next, and leave it when it breaks."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+import asyncpg
 import pytest
 
 from schedulerd.core.ids import scheduled_for_bounds
 from schedulerd.models import AttemptOutcome, ExecutionStatus, Outcome
-from schedulerd.store import Store
+from schedulerd.store import RETRYABLE_ERRORS, Store
 from schedulerd.store.store import worker_statement
 from schedulerd.store.sql import QUERIES
 from tests.conftest import MakeJob
@@ -55,11 +57,12 @@ async def test_the_worker_writes_keep_one_generic_plan(worker_store: Store, make
         outcomes = [Outcome(c.id, c.fence, c.task, ExecutionStatus.SUCCEEDED, AttemptOutcome.SUCCEEDED) for c in claims]
         assert len(await worker_store.execution_finish_many(outcomes, timeout_s=5.0)) == 2
 
-    # One at a time, so the pool never needed a second connection: every statement ran on this one.
-    async with worker_store.worker_db.acquire() as connection:
-        assert await connection.fetchval("SHOW plan_cache_mode") == "force_generic_plan"
-        plans = {r["statement"]: (r["generic_plans"], r["custom_plans"])
-                 for r in await connection.fetch("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements")}  # fmt: skip
+    # One at a time, so every statement ran on the one connection the worker's writes keep.
+    assert (await worker_store._fetch_bounded("SHOW plan_cache_mode", timeout_s=5.0))[0][0] == "force_generic_plan"
+    prepared = await worker_store._fetch_bounded(
+        "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements", timeout_s=5.0
+    )  # fmt: skip
+    plans = {r["statement"]: (r["generic_plans"], r["custom_plans"]) for r in prepared}
     for name in ("execution_claim_many", "execution_heartbeat_many", "execution_succeed_many"):
         # One text per span of days: two if the forty seconds spanned a midnight.
         texts = {worker_statement(name, scheduled_for_bounds(ids[start : start + 2])) for start in range(0, len(ids), 2)}
@@ -168,3 +171,28 @@ async def test_a_worker_write_reaches_rows_in_the_default_partition(worker_store
     assert await worker_store.db.fetchval(
         "SELECT tableoid::regclass::text || ' ' || status FROM executions WHERE id = $1", claim.id
     ) == "executions_default succeeded"
+
+
+async def test_the_worker_writes_keep_their_connection_and_leave_it_when_it_breaks(worker_store: Store, store: Store, make_job: MakeJob) -> None:
+    ids = await _queued(worker_store, make_job, 3)
+    backend = "SELECT pg_backend_pid()"
+    claims = await worker_store.execution_claim_many(ids[:1], 30.0, "held", timeout_s=5.0)
+    first = (await worker_store._fetch_bounded(backend, timeout_s=5.0))[0][0]
+    claims += await worker_store.execution_claim_many(ids[1:2], 30.0, "held", timeout_s=5.0)
+    assert len(claims) == 2 and (await worker_store._fetch_bounded(backend, timeout_s=5.0))[0][0] == first
+
+    # Its backend is gone (a restart, a failover): the next write fails as retryable, and the
+    # one after it runs on a fresh connection, its claim and the earlier ones' leases intact.
+    await store.db.execute("SELECT pg_terminate_backend($1)", first)
+    with pytest.raises(RETRYABLE_ERRORS):
+        await worker_store.execution_claim_many(ids[2:], 30.0, "held", timeout_s=5.0)
+    claims += await worker_store.execution_claim_many(ids[2:], 30.0, "held", timeout_s=5.0)
+    assert len(claims) == 3 and (await worker_store._fetch_bounded(backend, timeout_s=5.0))[0][0] != first
+    assert len(await worker_store.execution_heartbeat_many([(c.id, c.fence) for c in claims], 30.0, timeout_s=5.0)) == 3
+
+    # A statement Postgres refuses gives its connection back to the pool, and the next write takes
+    # another; closing the store hands the kept one back so the pool can close.
+    with pytest.raises(asyncpg.PostgresError):
+        await worker_store._fetch_bounded("SELECT 1 / 0", timeout_s=5.0)
+    outcomes = [Outcome(c.id, c.fence, c.task, ExecutionStatus.SUCCEEDED, AttemptOutcome.SUCCEEDED) for c in claims]
+    assert len(await worker_store.execution_finish_many(outcomes, timeout_s=5.0)) == 3
