@@ -2,8 +2,9 @@
 [--count N] [--batch B]`. On a throwaway database, N executions of one instant are written pending,
 then dispatched (execution_dispatch_due, as the dispatcher does), claimed (execution_claim_many,
 B ids at a time, as a worker does) and finished as successes (execution_finish_many, B at a time,
-which writes a batch of successes with execution_succeed_many), each phase on one pooled
-connection whose backend's CPU time (/proc/<pid>/schedstat: so Postgres must run on this host),
+which writes a batch of successes with execution_succeed_many), each phase on one connection of
+the pool the daemon runs it on (the claim and the finish on the worker's pool, with its generic
+plans: Store.worker_db), whose backend's CPU time (/proc/<pid>/schedstat: so Postgres must run on this host),
 WAL bytes and heap-only share of updates are read before and after, and this process's own CPU
 time: the client's side of each statement (encoding its arguments, decoding its rows into the
 worker's models), which a replica pays.
@@ -55,24 +56,26 @@ def _backend_cpu_s(pid: int) -> float:
     return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
 
 
-async def _updates(store: Store, stats: asyncpg.Connection) -> tuple[int, int]:
-    await store.db.execute("SELECT pg_stat_force_next_flush()")
-    await store.db.execute("SELECT 1")  # the forced flush has run before this reply, so `stats` sees it
+async def _updates(db: asyncpg.Pool, stats: asyncpg.Connection) -> tuple[int, int]:
+    await db.execute("SELECT pg_stat_force_next_flush()")
+    await db.execute("SELECT 1")  # the forced flush has run before this reply, so `stats` sees it
     row = await stats.fetchrow(UPDATES)
     return row["updates"], row["hot"]
 
 
 async def _phase(
-    name: str, count: int, store: Store, stats: asyncpg.Connection, pid: int, run: Callable[[], Awaitable[None]]
+    name: str, count: int, db: asyncpg.Pool, stats: asyncpg.Connection, run: Callable[[], Awaitable[None]]
 ) -> PhaseCost:
-    updates_before, hot_before = await _updates(store, stats)
-    wal_before = await store.db.fetchval("SELECT pg_current_wal_insert_lsn()")
+    """`run`'s cost, on `db`: a pool of one connection, whose backend runs all of it."""
+    pid = await db.fetchval("SELECT pg_backend_pid()")
+    updates_before, hot_before = await _updates(db, stats)
+    wal_before = await db.fetchval("SELECT pg_current_wal_insert_lsn()")
     cpu_before, client_before, started = _backend_cpu_s(pid), time.process_time(), time.perf_counter()
     await run()
     cpu_s, client_s = _backend_cpu_s(pid) - cpu_before, time.process_time() - client_before
     wall_s = time.perf_counter() - started
-    wal = await store.db.fetchval("SELECT pg_current_wal_insert_lsn() - $1::pg_lsn", wal_before)
-    updates_after, hot_after = await _updates(store, stats)
+    wal = await db.fetchval("SELECT pg_current_wal_insert_lsn() - $1::pg_lsn", wal_before)
+    updates_after, hot_after = await _updates(db, stats)
     updates = updates_after - updates_before
     return PhaseCost(name, 1e6 * cpu_s / count, 1e6 * client_s / count, 1e6 * wall_s / count, float(wal) / count,
                      (hot_after - hot_before) / updates if updates else None)  # fmt: skip
@@ -86,20 +89,20 @@ async def measure(admin_url: str, count: int, batch: int) -> list[PhaseCost]:
     database_url = _with_database(admin_url, db_name)
     try:
         await migrate(database_url)
-        store = await Store.connect(database_url, min_size=1, max_size=1)
+        # The worker's pool opens one connection and, used one statement at a time, keeps to it.
+        store = await Store.connect(database_url, min_size=1, max_size=1, worker_pool=True)
         stats = await asyncpg.connect(database_url)
         try:
             return await _measure(store, stats, count, batch)
         finally:
             await stats.close()
-            await store.db.close()
+            await store.close()
     finally:
         await admin.execute(f'DROP DATABASE "{db_name}" WITH (FORCE)')
         await admin.close()
 
 
 async def _measure(store: Store, stats: asyncpg.Connection, count: int, batch: int) -> list[PhaseCost]:
-    pid = await store.db.fetchval("SELECT pg_backend_pid()")
     jobs = JobsConfig()
     due = await store.db.fetchval("SELECT clock_timestamp() + interval '1 second'")
     job_ids = [r["id"] for r in await store.db.fetch(
@@ -128,9 +131,9 @@ async def _measure(store: Store, stats: asyncpg.Connection, count: int, batch: i
             outcomes = [Outcome(c.id, c.fence, c.task, "succeeded", "succeeded") for c in claims[i : i + batch]]
             finished += len(await store.execution_finish_many(outcomes))
 
-    phases = [await _phase("dispatch", count, store, stats, pid, dispatch)]
-    phases.append(await _phase("claim", count, store, stats, pid, claim))
-    phases.append(await _phase("finish", count, store, stats, pid, finish))
+    phases = [await _phase("dispatch", count, store.db, stats, dispatch)]
+    phases.append(await _phase("claim", count, store.worker_db, stats, claim))
+    phases.append(await _phase("finish", count, store.worker_db, stats, finish))
     if not (len(queued) == len(claims) == finished == count):
         raise RuntimeError(f"dispatched {len(queued)}, claimed {len(claims)}, finished {finished} of {count}")
     return phases
