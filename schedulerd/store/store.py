@@ -243,7 +243,7 @@ class Store:
         self.reads: Store = reads or self
         # Where the worker's batched writes go: their own pool (WORKER_SERVER_SETTINGS), or db.
         self.worker_db: asyncpg.Pool | asyncpg.Connection = worker_db or db
-        # Connections of that pool kept between the worker's writes (_fetch_bounded), the last
+        # Connections of its own pool kept between the worker's writes (_fetch_bounded), the last
         # one used on top. Taking a connection from an asyncpg pool with a timeout and giving it
         # back costs a replica ~140 us of CPU a statement (the acquire runs in a task of its own,
         # the release in a shielded one): one claim and one finish per batch paid it.
@@ -552,9 +552,10 @@ class Store:
     async def _fetch_bounded(self, query: str, *args: Any, timeout_s: float | None) -> list[asyncpg.Record]:
         """A worker's write that must not hang: bounded by timeout_s, and a connection that
         timed out or broke is closed rather than returned to the pool, so the caller's retry runs
-        on a fresh one (a half-open connection would otherwise take every retry's timeout). A
-        connection whose statement succeeded is kept for the next write (_held); after any error
-        it goes back to the pool, which settles whatever the error left (a cancelled query)."""
+        on a fresh one (a half-open connection would otherwise take every retry's timeout). On
+        the worker's own pool, a connection whose statement succeeded is kept for the next write
+        (_held); after any error it goes back to the pool, which settles whatever the error left
+        (a cancelled query). The shared pool gets every connection back: others wait for them."""
         db = self.worker_db
         if timeout_s is None or not isinstance(db, asyncpg.Pool):
             return await db.fetch(query, *args, timeout=timeout_s)
@@ -567,7 +568,10 @@ class Store:
                     connection.terminate()
             await db.release(connection)
             raise
-        self._held.append(connection)
+        if db is self.db:
+            await db.release(connection)
+        else:
+            self._held.append(connection)
         return rows
 
     async def execution_claim_many(

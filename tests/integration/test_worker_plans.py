@@ -6,6 +6,7 @@ connection from one statement to the next, and leave it when it breaks."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -196,3 +197,13 @@ async def test_the_worker_writes_keep_their_connection_and_leave_it_when_it_brea
         await worker_store._fetch_bounded("SELECT 1 / 0", timeout_s=5.0)
     outcomes = [Outcome(c.id, c.fence, c.task, ExecutionStatus.SUCCEEDED, AttemptOutcome.SUCCEEDED) for c in claims]
     assert len(await worker_store.execution_finish_many(outcomes, timeout_s=5.0)) == 3
+
+
+async def test_on_the_shared_pool_the_worker_writes_give_their_connection_back(database_url: str, store: Store, make_job: MakeJob) -> None:
+    shared = await Store.connect(database_url, min_size=1, max_size=1)  # no pool of their own
+    try:
+        ids = await _queued(shared, make_job, 1)
+        assert len(await shared.execution_claim_many(ids, 30.0, "shared", timeout_s=5.0)) == 1
+        assert await asyncio.wait_for(shared.db.fetchval("SELECT 1"), 5.0) == 1  # the one connection is free
+    finally:
+        await shared.close()
