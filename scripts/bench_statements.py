@@ -4,10 +4,10 @@ then dispatched (execution_dispatch_due, as the dispatcher does), claimed (execu
 B ids at a time, as a worker does) and finished as successes (execution_finish_many, B at a time,
 which writes a batch of successes with execution_succeed_many), each phase on one connection of
 the pool the daemon runs it on (the claim and the finish on the worker's pool, with its generic
-plans: Store.worker_db), whose backend's CPU time (/proc/<pid>/schedstat: so Postgres must run on this host),
-WAL bytes and heap-only share of updates are read before and after, and this process's own CPU
-time: the client's side of each statement (encoding its arguments, decoding its rows into the
-worker's models), which a replica pays.
+plans: Store.worker_db), whose backend's CPU time (/proc/<pid>/schedstat: so Postgres must run
+on this host), WAL bytes and heap-only share of updates are read before and after, and this
+process's own CPU time: the client's side of each statement (encoding its arguments, decoding its
+rows into the worker's models), which a replica pays.
 
 Nothing else shares the statements' backend, so a change to one statement's SQL shows in its own
 row, without the noise of a whole spike: profile here, then confirm with `scripts/bench compare`."""

@@ -174,7 +174,9 @@ async def test_a_worker_write_reaches_rows_in_the_default_partition(worker_store
     ) == "executions_default succeeded"
 
 
-async def test_the_worker_writes_keep_their_connection_and_leave_it_when_it_breaks(worker_store: Store, store: Store, make_job: MakeJob) -> None:
+async def test_the_worker_writes_keep_their_connection_and_leave_it_when_it_breaks(
+    worker_store: Store, store: Store, make_job: MakeJob
+) -> None:
     ids = await _queued(worker_store, make_job, 3)
     backend = "SELECT pg_backend_pid()"
     claims = await worker_store.execution_claim_many(ids[:1], 30.0, "held", timeout_s=5.0)
@@ -191,15 +193,17 @@ async def test_the_worker_writes_keep_their_connection_and_leave_it_when_it_brea
     assert len(claims) == 3 and (await worker_store._fetch_bounded(backend, timeout_s=5.0))[0][0] != first
     assert len(await worker_store.execution_heartbeat_many([(c.id, c.fence) for c in claims], 30.0, timeout_s=5.0)) == 3
 
-    # A statement Postgres refuses gives its connection back to the pool, and the next write takes
-    # another; closing the store hands the kept one back so the pool can close.
+    # A statement Postgres refuses gives its connection back to the pool, where the next write
+    # finds one; closing the store (the fixture) hands the kept one back so the pool can close.
     with pytest.raises(asyncpg.PostgresError):
         await worker_store._fetch_bounded("SELECT 1 / 0", timeout_s=5.0)
     outcomes = [Outcome(c.id, c.fence, c.task, ExecutionStatus.SUCCEEDED, AttemptOutcome.SUCCEEDED) for c in claims]
     assert len(await worker_store.execution_finish_many(outcomes, timeout_s=5.0)) == 3
 
 
-async def test_on_the_shared_pool_the_worker_writes_give_their_connection_back(database_url: str, store: Store, make_job: MakeJob) -> None:
+async def test_on_the_shared_pool_the_worker_writes_give_their_connection_back(
+    database_url: str, store: Store, make_job: MakeJob
+) -> None:
     shared = await Store.connect(database_url, min_size=1, max_size=1)  # no pool of their own
     try:
         ids = await _queued(shared, make_job, 1)
