@@ -24,12 +24,17 @@ from schedulerd.store.sql import QUERIES
 from tests.conftest import MakeJob
 
 ROWS = 20_000
-# Queued executions of job $1, scheduled over the last $2 seconds (today's partition, and the
-# default one's for any that fall before it).
+# $2 queued executions of job $1, a millisecond apart and all due, in one UTC day's partition at
+# any time of day: in the first $2 ms after midnight they go just before it (yesterday's partition,
+# or the default one). Spread over two days, a plan would meet a partition of a few rows, which
+# the planner rightly reads whole once analysed.
 INSERT_QUEUED = """
 INSERT INTO executions (id, job_id, tenant, scheduled_for, due_at, status, enqueued_at)
 SELECT schedulerd_execution_id(t), $1, 'default', t, t, 'queued', clock_timestamp()
-FROM generate_series(1, $2) g, LATERAL (SELECT clock_timestamp() - make_interval(secs => g) AS t) s
+FROM (SELECT clock_timestamp() AS now, date_trunc('day', clock_timestamp(), 'UTC') AS midnight) c,
+     generate_series(1, $2) g,
+     LATERAL (SELECT CASE WHEN c.now - make_interval(secs => $2 / 1000.0) > c.midnight THEN c.now
+                          ELSE c.midnight - interval '1 second' END - make_interval(secs => g / 1000.0) AS t) s
 RETURNING id
 """
 WORKER_WRITES = ["execution_claim_many", "execution_heartbeat_many", "execution_succeed_many", "execution_finish_many"]
@@ -65,7 +70,7 @@ async def test_the_worker_writes_keep_one_generic_plan(worker_store: Store, make
     )  # fmt: skip
     plans = {r["statement"]: (r["generic_plans"], r["custom_plans"]) for r in prepared}
     for name in ("execution_claim_many", "execution_heartbeat_many", "execution_succeed_many"):
-        # One text per span of days: two if the forty seconds spanned a midnight.
+        # One text per span of days: the rows' one day (INSERT_QUEUED).
         texts = {worker_statement(name, scheduled_for_bounds(ids[start : start + 2])) for start in range(0, len(ids), 2)}
         assert sum(plans[text][0] for text in texts) == 20 and all(plans[text][1] == 0 for text in texts), name
     async with worker_store.db.acquire() as connection:  # the shared pool plans as Postgres chooses
