@@ -560,19 +560,20 @@ class Store:
         if timeout_s is None or not isinstance(db, asyncpg.Pool):
             return await db.fetch(query, *args, timeout=timeout_s)
         connection = self._held.pop() if self._held else await db.acquire(timeout=timeout_s)
+        kept = False
         try:
             rows = await connection.fetch(query, *args, timeout=timeout_s)
-        except BaseException as exc:
-            if isinstance(exc, BROKEN_CONNECTION_ERRORS):
-                with contextlib.suppress(asyncpg.InterfaceError):  # a connection that broke is already let go
-                    connection.terminate()
-            await db.release(connection)
+            kept = db is not self.db
+            return rows
+        except BROKEN_CONNECTION_ERRORS:
+            with contextlib.suppress(asyncpg.InterfaceError):  # a connection that broke is already let go
+                connection.terminate()
             raise
-        if db is self.db:
-            await db.release(connection)
-        else:
-            self._held.append(connection)
-        return rows
+        finally:
+            if kept:
+                self._held.append(connection)
+            else:
+                await db.release(connection)
 
     async def execution_claim_many(
         self, execution_ids: Sequence[str | UUID], lease_s: float, worker: str, *, late_after_s: float = 60.0,
